@@ -1,0 +1,152 @@
+//! The one error type of `hpo-core`.
+
+use std::path::PathBuf;
+
+/// Result with [`Error`] as the default error type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in the study engine.
+///
+/// Messages name the offending value and, where there is one, the fix.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A distribution's parameters are inconsistent (for example `low > high`).
+    #[error("invalid distribution: {0}")]
+    InvalidDistribution(String),
+
+    /// A value is not inside the distribution it was checked against.
+    #[error("value {value} is outside the distribution {distribution}")]
+    OutOfDistribution {
+        /// The value, as text.
+        value: String,
+        /// The distribution, as Optuna-style JSON.
+        distribution: String,
+    },
+
+    /// A narrowed support (from a search-space constraint) leaves nothing to sample.
+    #[error("empty support for parameter `{name}`: {reason}")]
+    EmptySupport {
+        /// The parameter.
+        name: String,
+        /// Why the support is empty.
+        reason: String,
+    },
+
+    /// The same parameter name was suggested twice with different distributions.
+    #[error(
+        "parameter `{name}` was already suggested in trial {trial} with {previous}; \
+         it cannot be suggested again with {requested}"
+    )]
+    ConflictingDistribution {
+        /// The parameter.
+        name: String,
+        /// The trial number.
+        trial: u64,
+        /// The distribution it was first suggested with.
+        previous: String,
+        /// The conflicting distribution.
+        requested: String,
+    },
+
+    /// `distribution_json` or another persisted JSON document could not be read.
+    #[error("cannot parse {what}: {reason}")]
+    Parse {
+        /// What was being parsed.
+        what: String,
+        /// Why it failed.
+        reason: String,
+    },
+
+    /// A study with this name does not exist in the storage.
+    #[error("no study named `{0}` in this storage; create it, or check the name and the storage URL")]
+    StudyNotFound(String),
+
+    /// A study with this name exists and `load_if_exists` was false.
+    #[error(
+        "a study named `{0}` already exists; set `load_if_exists(true)` to resume it, \
+         or choose another name"
+    )]
+    StudyExists(String),
+
+    /// The study's stored directions differ from the ones requested.
+    #[error("study `{name}` was created with directions {stored:?}, not {requested:?}")]
+    DirectionMismatch {
+        /// Study name.
+        name: String,
+        /// Directions in the storage.
+        stored: Vec<crate::Direction>,
+        /// Directions asked for.
+        requested: Vec<crate::Direction>,
+    },
+
+    /// No trial with this id exists.
+    #[error("no trial with id {0} in this storage")]
+    TrialNotFound(u64),
+
+    /// A trial was modified after it finished, or finished twice.
+    #[error("trial {number} is already {state:?} and can no longer be changed")]
+    TrialFinished {
+        /// The trial number.
+        number: u64,
+        /// Its state.
+        state: crate::TrialState,
+    },
+
+    /// An operation that needs a finished trial found none.
+    #[error("study `{0}` has no completed trial yet")]
+    NoCompletedTrials(String),
+
+    /// An operation is not valid for this study (for example `best_trial` on a
+    /// multi-objective study).
+    #[error("{0}")]
+    InvalidOperation(String),
+
+    /// An objective returned the wrong number of values.
+    #[error("the objective returned {got} values but the study has {expected} objectives")]
+    ValueCount {
+        /// Values the study expects.
+        expected: usize,
+        /// Values returned.
+        got: usize,
+    },
+
+    /// A configuration value (sampler, pruner, study option) is invalid.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+
+    /// A storage URL is malformed or names an unknown scheme.
+    #[error("invalid storage URL `{url}`: {reason}")]
+    InvalidStorageUrl {
+        /// The URL.
+        url: String,
+        /// Why it is rejected.
+        reason: String,
+    },
+
+    /// A storage backend failed.
+    #[error("storage error{}: {message}", path.as_ref().map(|p| format!(" on {}", p.display())).unwrap_or_default())]
+    Storage {
+        /// The file or database concerned, if any.
+        path: Option<PathBuf>,
+        /// What failed.
+        message: String,
+    },
+
+    /// A lock guarding shared state was poisoned by a panic in another thread.
+    #[error("internal state poisoned by a panic in another thread: {0}")]
+    Poisoned(String),
+}
+
+impl Error {
+    /// A storage error without a path.
+    pub fn storage(message: impl Into<String>) -> Self {
+        Error::Storage { path: None, message: message.into() }
+    }
+}
+
+impl<T> From<std::sync::PoisonError<T>> for Error {
+    fn from(e: std::sync::PoisonError<T>) -> Self {
+        Error::Poisoned(e.to_string())
+    }
+}

@@ -1,0 +1,64 @@
+//! # hpo-core: the study engine
+//!
+//! Studies, trials, distributions, samplers, pruners and storages, with no
+//! dependency on any training framework or GPU library.
+//!
+//! ## Design
+//!
+//! * **One small interface per concept**, its contract written on it:
+//!   [`Sampler`], [`Pruner`], [`Storage`]. Samplers and pruners see immutable
+//!   [`FrozenTrial`]s through a [`StudyView`], never the storage, so they can be
+//!   tested on hand-built histories and cannot corrupt a study.
+//! * **Optuna's data model.** Trial states, the internal `f64` representation
+//!   of parameters, `distribution_json`, `fixed_params`, `constraints` and the
+//!   convention that a pruned trial's value is its last intermediate value are
+//!   Optuna's, so a study written by hpo reads like one written by Optuna.
+//! * **Failures are data.** An objective returns `Result<f64, TrialError>`;
+//!   errors, panics and non-finite values fail *that trial* with a recorded
+//!   reason, and out-of-memory or infeasible configurations are recorded as
+//!   constraint violations that samplers learn to avoid. Only storage errors
+//!   stop a study.
+//! * **Narrowed supports.** A constraint may restrict a parameter's range or
+//!   choices at sampling time ([`Support`]); the declared distribution is what
+//!   is stored, so the sampler keeps learning across conditions.
+//!
+//! ## Example
+//!
+//! ```
+//! use hpo_core::{Direction, RandomSampler, Study, TrialError};
+//!
+//! # fn main() -> hpo_core::Result<()> {
+//! let study = Study::builder()
+//!     .name("quadratic")
+//!     .direction(Direction::Minimize)
+//!     .sampler(RandomSampler::seeded(42))
+//!     .build()?;
+//! study.optimize(50, |trial| -> Result<f64, TrialError> {
+//!     let x = trial.suggest_float("x", -10.0, 10.0)?;
+//!     let layers = trial.suggest_int("layers", 1, 4)?;
+//!     Ok((x - 2.0).powi(2) + layers as f64)
+//! })?;
+//! let best = study.best_trial()?;
+//! assert!(best.value().unwrap() < 10.0);
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod distribution;
+mod error;
+pub mod pruner;
+pub mod sampler;
+pub mod storage;
+pub mod study;
+pub mod trial;
+
+pub use crate::distribution::{
+    CategoricalDistribution, Choice, Distribution, FloatDistribution, IntDistribution, ParamValue,
+    Support,
+};
+pub use crate::error::{Error, Result};
+pub use crate::pruner::{NopPruner, Pruner};
+pub use crate::sampler::{GridSampler, RandomSampler, Sampler};
+pub use crate::storage::{InMemoryStorage, Storage, StudySummary};
+pub use crate::study::{Direction, Optimize, Study, StudyBuilder, StudyView};
+pub use crate::trial::{FailureKind, FrozenTrial, IntoTrialResult, Trial, TrialError, TrialState};

@@ -1,0 +1,135 @@
+//! Exhaustive search over a grid.
+
+use super::Sampler;
+use crate::distribution::{Distribution, ParamValue, Support};
+use crate::error::{Error, Result};
+use crate::study::StudyView;
+use crate::trial::FrozenTrial;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+/// Visits every point of a Cartesian grid once, in a seeded random order.
+///
+/// Each trial is assigned the first grid point (in that order) that no other
+/// trial of the study has taken, judged from the trials' parameters and from
+/// points handed out in this process but not yet written. Once every point has
+/// been visited it starts again with the least-visited points.
+#[derive(Debug)]
+pub struct GridSampler {
+    names: Vec<String>,
+    grid: Vec<Vec<ParamValue>>,
+    order: Vec<usize>,
+    assigned: Mutex<HashMap<u64, usize>>,
+}
+
+impl GridSampler {
+    /// A grid over `space` (parameter name -> values to try).
+    pub fn new<K: Into<String>>(space: impl IntoIterator<Item = (K, Vec<ParamValue>)>, seed: u64) -> Result<Self> {
+        let space: BTreeMap<String, Vec<ParamValue>> = space.into_iter().map(|(k, v)| (k.into(), v)).collect();
+        if space.is_empty() {
+            return Err(Error::InvalidConfig("a grid needs at least one parameter".into()));
+        }
+        if let Some((k, _)) = space.iter().find(|(_, v)| v.is_empty()) {
+            return Err(Error::InvalidConfig(format!("grid parameter `{k}` has no values")));
+        }
+        let names: Vec<String> = space.keys().cloned().collect();
+        let mut grid: Vec<Vec<ParamValue>> = vec![Vec::new()];
+        for values in space.values() {
+            grid = grid
+                .into_iter()
+                .flat_map(|prefix| {
+                    values.iter().map(move |v| {
+                        let mut p = prefix.clone();
+                        p.push(v.clone());
+                        p
+                    })
+                })
+                .collect();
+        }
+        let mut order: Vec<usize> = (0..grid.len()).collect();
+        order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
+        Ok(GridSampler { names, grid, order, assigned: Mutex::new(HashMap::new()) })
+    }
+
+    /// Number of grid points.
+    pub fn len(&self) -> usize {
+        self.grid.len()
+    }
+
+    /// Whether the grid is empty (never: construction requires values).
+    pub fn is_empty(&self) -> bool {
+        self.grid.is_empty()
+    }
+
+    fn point_of(&self, t: &FrozenTrial) -> Option<usize> {
+        let values: Option<Vec<ParamValue>> = self.names.iter().map(|n| t.param(n)).collect();
+        let values = values?;
+        self.grid.iter().position(|p| p.iter().zip(&values).all(|(a, b)| same(a, b)))
+    }
+
+    fn assign(&self, study: &StudyView<'_>, trial: &FrozenTrial) -> Result<usize> {
+        let mut assigned = self.assigned.lock()?;
+        if let Some(p) = assigned.get(&trial.id) {
+            return Ok(*p);
+        }
+        let mut visits = vec![0usize; self.grid.len()];
+        for t in study.trials().iter().filter(|t| t.id != trial.id) {
+            if let Some(p) = self.point_of(t) {
+                visits[p] += 1;
+            } else if let Some(p) = assigned.get(&t.id) {
+                visits[p.to_owned()] += 1;
+            }
+        }
+        let least = visits.iter().copied().min().unwrap_or(0);
+        let p = self.order.iter().copied().find(|p| visits[*p] == least).unwrap_or(0);
+        assigned.insert(trial.id, p);
+        Ok(p)
+    }
+}
+
+fn same(a: &ParamValue, b: &ParamValue) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => (x - y).abs() <= 1e-12 * x.abs().max(1.0),
+        _ => a.to_choice().same_as(&b.to_choice()),
+    }
+}
+
+impl Sampler for GridSampler {
+    fn sample_independent(
+        &self,
+        study: &StudyView<'_>,
+        trial: &FrozenTrial,
+        name: &str,
+        dist: &Distribution,
+        support: &Support,
+    ) -> Result<f64> {
+        let Some(col) = self.names.iter().position(|n| n == name) else {
+            return Err(Error::InvalidConfig(format!(
+                "parameter `{name}` is not in the grid (grid parameters: {})",
+                self.names.join(", ")
+            )));
+        };
+        let p = self.assign(study, trial)?;
+        let v = &self.grid[p][col];
+        let x = dist.to_internal(v)?;
+        if !support.allows(x) {
+            return Err(Error::EmptySupport {
+                name: name.to_owned(),
+                reason: format!("grid value {v} is excluded by the constraint ({support:?})"),
+            });
+        }
+        Ok(x)
+    }
+
+    fn after_trial(&self, _study: &StudyView<'_>, trial: &FrozenTrial) {
+        if let Ok(mut a) = self.assigned.lock() {
+            // Finished trials are recognised from their params from now on.
+            if self.point_of(trial).is_some() {
+                a.remove(&trial.id);
+            }
+        }
+    }
+}

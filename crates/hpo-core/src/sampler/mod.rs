@@ -1,0 +1,112 @@
+//! Samplers: where the next parameters come from.
+//!
+//! # The contract
+//!
+//! A sampler sees a [`StudyView`] (immutable trials, never the storage) and the
+//! trial being sampled. Per trial, [`Sampler::infer_relative_search_space`] and
+//! [`Sampler::sample_relative`] run once when the trial starts (joint,
+//! multivariate proposals); every parameter not covered there goes through
+//! [`Sampler::sample_independent`] when the objective suggests it.
+//! [`Sampler::after_trial`] runs once the trial is stored as finished.
+//!
+//! Values are internal `f64`s (see [`crate::distribution`]). A returned value
+//! must lie in the declared distribution *and* in the narrowed [`Support`];
+//! the trial checks this and reports a sampler bug otherwise.
+//!
+//! Samplers are shared by every worker thread (`Send + Sync`); those with
+//! state (a random generator, caches) keep it behind a lock. Seeded samplers
+//! are reproducible when trials run one at a time.
+
+mod grid;
+mod random;
+
+pub use self::grid::GridSampler;
+pub use self::random::RandomSampler;
+#[allow(unused_imports)] // used by TpeSampler for start-up trials
+pub(crate) use self::random::sample_uniform;
+
+use crate::distribution::{Distribution, Support};
+use crate::error::Result;
+use crate::study::StudyView;
+use crate::trial::FrozenTrial;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Proposes parameter values from the history of a study.
+pub trait Sampler: Send + Sync {
+    /// The parameters to sample jointly for `trial` (default: none).
+    fn infer_relative_search_space(
+        &self,
+        _study: &StudyView<'_>,
+        _trial: &FrozenTrial,
+    ) -> BTreeMap<String, Distribution> {
+        BTreeMap::new()
+    }
+
+    /// Joint values for `space`, as internal values (default: none).
+    fn sample_relative(
+        &self,
+        _study: &StudyView<'_>,
+        _trial: &FrozenTrial,
+        _space: &BTreeMap<String, Distribution>,
+    ) -> Result<BTreeMap<String, f64>> {
+        Ok(BTreeMap::new())
+    }
+
+    /// One value of `name` from `dist`, restricted to `support`.
+    fn sample_independent(
+        &self,
+        study: &StudyView<'_>,
+        trial: &FrozenTrial,
+        name: &str,
+        dist: &Distribution,
+        support: &Support,
+    ) -> Result<f64>;
+
+    /// Called after `trial` is stored as finished.
+    fn after_trial(&self, _study: &StudyView<'_>, _trial: &FrozenTrial) {}
+}
+
+impl<S: Sampler + ?Sized> Sampler for Arc<S> {
+    fn infer_relative_search_space(&self, study: &StudyView<'_>, trial: &FrozenTrial) -> BTreeMap<String, Distribution> {
+        (**self).infer_relative_search_space(study, trial)
+    }
+    fn sample_relative(
+        &self,
+        study: &StudyView<'_>,
+        trial: &FrozenTrial,
+        space: &BTreeMap<String, Distribution>,
+    ) -> Result<BTreeMap<String, f64>> {
+        (**self).sample_relative(study, trial, space)
+    }
+    fn sample_independent(
+        &self,
+        study: &StudyView<'_>,
+        trial: &FrozenTrial,
+        name: &str,
+        dist: &Distribution,
+        support: &Support,
+    ) -> Result<f64> {
+        (**self).sample_independent(study, trial, name, dist, support)
+    }
+    fn after_trial(&self, study: &StudyView<'_>, trial: &FrozenTrial) {
+        (**self).after_trial(study, trial)
+    }
+}
+
+/// The sampler a study gets when none is set.
+pub(crate) fn default_sampler() -> Arc<dyn Sampler> {
+    Arc::new(RandomSampler::new())
+}
+
+/// Numeric bounds of `dist` under `support` (internal units; categoricals: index range).
+pub(crate) fn bounds(dist: &Distribution, support: &Support) -> (f64, f64) {
+    if let Support::Range { low, high } = support {
+        return (*low, *high);
+    }
+    match dist {
+        Distribution::Float(d) => (d.low(), d.high()),
+        Distribution::Int(d) => (d.low() as f64, d.high() as f64),
+        Distribution::Categorical(d) => (0.0, (d.choices().len() - 1) as f64),
+    }
+}

@@ -1,0 +1,192 @@
+//! Durable study state.
+//!
+//! # The contract
+//!
+//! * **Thread and process safety.** Every method may be called from several
+//!   threads at once (`Storage: Send + Sync`); persistent storages must also be
+//!   safe when several processes use the same database.
+//! * **Trial numbers** are assigned by the storage: unique and contiguous
+//!   (0, 1, 2, ...) within a study, whatever the concurrency.
+//! * **Ownership.** A RUNNING trial belongs to the worker that created it with
+//!   [`Storage::create_trial`] or claimed it with [`Storage::claim_waiting_trial`];
+//!   only that worker writes its parameters, intermediate values, attributes and
+//!   final state. A WAITING trial is claimed by exactly one worker.
+//! * **Finished trials never change.** Any write to a COMPLETE, PRUNED or FAIL
+//!   trial fails with [`crate::Error::TrialFinished`]. This is also the fence
+//!   against a worker that was presumed dead: once its trial has been failed by
+//!   heartbeat expiry, its late writes are rejected.
+//! * **Reads are cheap.** [`Storage::trials`] is called before every trial;
+//!   implementations cache finished trials (they never change) and fetch only
+//!   what changed.
+//! * **Atomicity.** Every method is one transaction: a crash leaves either the
+//!   old or the new state, never half of a change.
+
+mod memory;
+
+#[cfg(any(test, feature = "testing"))]
+pub mod conformance;
+
+pub use self::memory::InMemoryStorage;
+
+use crate::distribution::Distribution;
+use crate::error::Result;
+use crate::study::Direction;
+use crate::trial::{FrozenTrial, TrialState};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A study as listed by a storage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StudySummary {
+    /// Storage id.
+    pub id: u64,
+    /// Unique name.
+    pub name: String,
+    /// One direction per objective.
+    pub directions: Vec<Direction>,
+}
+
+/// Where studies and trials live. See the [module docs](self) for the contract.
+pub trait Storage: Send + Sync {
+    /// Creates a study; fails with [`crate::Error::StudyExists`] if the name is taken.
+    fn create_study(&self, name: &str, directions: &[Direction]) -> Result<u64>;
+
+    /// Looks a study up by name.
+    fn find_study(&self, name: &str) -> Result<Option<StudySummary>>;
+
+    /// Every study, by id.
+    fn studies(&self) -> Result<Vec<StudySummary>>;
+
+    /// Deletes a study and all its trials.
+    fn delete_study(&self, study_id: u64) -> Result<()>;
+
+    /// Sets a study user attribute (JSON value).
+    fn set_study_user_attr(&self, study_id: u64, key: &str, value: &Value) -> Result<()>;
+
+    /// Sets a study system attribute (JSON value).
+    fn set_study_system_attr(&self, study_id: u64, key: &str, value: &Value) -> Result<()>;
+
+    /// The study's user attributes.
+    fn study_user_attrs(&self, study_id: u64) -> Result<BTreeMap<String, Value>>;
+
+    /// The study's system attributes.
+    fn study_system_attrs(&self, study_id: u64) -> Result<BTreeMap<String, Value>>;
+
+    /// Creates a trial with the next number. Without a template it is RUNNING
+    /// and started now; with one, it copies the template's state, params,
+    /// values, attributes and intermediate values (id, number and, for RUNNING,
+    /// the start time are the storage's). Returns the stored record.
+    fn create_trial(&self, study_id: u64, template: Option<&FrozenTrial>) -> Result<FrozenTrial>;
+
+    /// Atomically moves the oldest WAITING trial of the study to RUNNING and
+    /// returns it; `None` when there is none. Two callers never get the same trial.
+    fn claim_waiting_trial(&self, study_id: u64) -> Result<Option<FrozenTrial>>;
+
+    /// Records a parameter of a RUNNING trial (internal value and declared distribution).
+    fn set_trial_param(&self, trial_id: u64, name: &str, internal: f64, dist: &Distribution) -> Result<()>;
+
+    /// Records an intermediate value; a step already present is overwritten.
+    fn set_trial_intermediate_value(&self, trial_id: u64, step: u64, value: f64) -> Result<()>;
+
+    /// Sets a trial user attribute.
+    fn set_trial_user_attr(&self, trial_id: u64, key: &str, value: &Value) -> Result<()>;
+
+    /// Sets a trial system attribute.
+    fn set_trial_system_attr(&self, trial_id: u64, key: &str, value: &Value) -> Result<()>;
+
+    /// Finishes a RUNNING trial in one transaction: sets `system_attrs`, the
+    /// values and the final state, and stamps the completion time. Fails with
+    /// [`crate::Error::TrialFinished`] if the trial is not RUNNING.
+    fn finish_trial(
+        &self,
+        trial_id: u64,
+        state: TrialState,
+        values: Option<&[f64]>,
+        system_attrs: &[(String, Value)],
+    ) -> Result<Arc<FrozenTrial>>;
+
+    /// One trial by id.
+    fn trial(&self, trial_id: u64) -> Result<Arc<FrozenTrial>>;
+
+    /// Every trial of the study, ordered by number.
+    fn trials(&self, study_id: u64) -> Result<Vec<Arc<FrozenTrial>>>;
+
+    /// Records that the worker owning a RUNNING trial is alive. Storages
+    /// without heartbeat support ignore it.
+    fn record_heartbeat(&self, _trial_id: u64) -> Result<()> {
+        Ok(())
+    }
+
+    /// RUNNING trials of the study whose last heartbeat is older than `grace`.
+    fn stale_trials(&self, _study_id: u64, _grace: Duration) -> Result<Vec<u64>> {
+        Ok(Vec::new())
+    }
+}
+
+impl<S: Storage + ?Sized> Storage for Arc<S> {
+    fn create_study(&self, name: &str, directions: &[Direction]) -> Result<u64> {
+        (**self).create_study(name, directions)
+    }
+    fn find_study(&self, name: &str) -> Result<Option<StudySummary>> {
+        (**self).find_study(name)
+    }
+    fn studies(&self) -> Result<Vec<StudySummary>> {
+        (**self).studies()
+    }
+    fn delete_study(&self, study_id: u64) -> Result<()> {
+        (**self).delete_study(study_id)
+    }
+    fn set_study_user_attr(&self, study_id: u64, key: &str, value: &Value) -> Result<()> {
+        (**self).set_study_user_attr(study_id, key, value)
+    }
+    fn set_study_system_attr(&self, study_id: u64, key: &str, value: &Value) -> Result<()> {
+        (**self).set_study_system_attr(study_id, key, value)
+    }
+    fn study_user_attrs(&self, study_id: u64) -> Result<BTreeMap<String, Value>> {
+        (**self).study_user_attrs(study_id)
+    }
+    fn study_system_attrs(&self, study_id: u64) -> Result<BTreeMap<String, Value>> {
+        (**self).study_system_attrs(study_id)
+    }
+    fn create_trial(&self, study_id: u64, template: Option<&FrozenTrial>) -> Result<FrozenTrial> {
+        (**self).create_trial(study_id, template)
+    }
+    fn claim_waiting_trial(&self, study_id: u64) -> Result<Option<FrozenTrial>> {
+        (**self).claim_waiting_trial(study_id)
+    }
+    fn set_trial_param(&self, trial_id: u64, name: &str, internal: f64, dist: &Distribution) -> Result<()> {
+        (**self).set_trial_param(trial_id, name, internal, dist)
+    }
+    fn set_trial_intermediate_value(&self, trial_id: u64, step: u64, value: f64) -> Result<()> {
+        (**self).set_trial_intermediate_value(trial_id, step, value)
+    }
+    fn set_trial_user_attr(&self, trial_id: u64, key: &str, value: &Value) -> Result<()> {
+        (**self).set_trial_user_attr(trial_id, key, value)
+    }
+    fn set_trial_system_attr(&self, trial_id: u64, key: &str, value: &Value) -> Result<()> {
+        (**self).set_trial_system_attr(trial_id, key, value)
+    }
+    fn finish_trial(
+        &self,
+        trial_id: u64,
+        state: TrialState,
+        values: Option<&[f64]>,
+        system_attrs: &[(String, Value)],
+    ) -> Result<Arc<FrozenTrial>> {
+        (**self).finish_trial(trial_id, state, values, system_attrs)
+    }
+    fn trial(&self, trial_id: u64) -> Result<Arc<FrozenTrial>> {
+        (**self).trial(trial_id)
+    }
+    fn trials(&self, study_id: u64) -> Result<Vec<Arc<FrozenTrial>>> {
+        (**self).trials(study_id)
+    }
+    fn record_heartbeat(&self, trial_id: u64) -> Result<()> {
+        (**self).record_heartbeat(trial_id)
+    }
+    fn stale_trials(&self, study_id: u64, grace: Duration) -> Result<Vec<u64>> {
+        (**self).stale_trials(study_id, grace)
+    }
+}

@@ -1,0 +1,149 @@
+//! Creating and resuming studies.
+
+use super::{Direction, Study, StudyCore};
+use crate::error::{Error, Result};
+use crate::pruner::{NopPruner, Pruner};
+use crate::sampler::{default_sampler, Sampler};
+use crate::storage::{InMemoryStorage, Storage};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// Builds a [`Study`]: `Study::builder().name("x").direction(Direction::Maximize).build()`.
+#[derive(Default)]
+pub struct StudyBuilder {
+    name: Option<String>,
+    storage: Option<Arc<dyn Storage>>,
+    sampler: Option<Arc<dyn Sampler>>,
+    pruner: Option<Arc<dyn Pruner>>,
+    directions: Option<Vec<Direction>>,
+    load_if_exists: bool,
+}
+
+impl StudyBuilder {
+    /// The study name (default: a fresh random name).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Where the study lives (default: a new in-memory storage).
+    pub fn storage(mut self, storage: Arc<dyn Storage>) -> Self {
+        self.storage = Some(storage);
+        self
+    }
+
+    /// The sampler (default: [`crate::sampler::TpeSampler`] with default settings).
+    pub fn sampler(mut self, sampler: impl Sampler + 'static) -> Self {
+        self.sampler = Some(Arc::new(sampler));
+        self
+    }
+
+    /// A shared sampler.
+    pub fn shared_sampler(mut self, sampler: Arc<dyn Sampler>) -> Self {
+        self.sampler = Some(sampler);
+        self
+    }
+
+    /// The pruner (default: no pruning).
+    pub fn pruner(mut self, pruner: impl Pruner + 'static) -> Self {
+        self.pruner = Some(Arc::new(pruner));
+        self
+    }
+
+    /// A shared pruner.
+    pub fn shared_pruner(mut self, pruner: Arc<dyn Pruner>) -> Self {
+        self.pruner = Some(pruner);
+        self
+    }
+
+    /// A single objective's direction (default: minimise).
+    pub fn direction(mut self, direction: Direction) -> Self {
+        self.directions = Some(vec![direction]);
+        self
+    }
+
+    /// One direction per objective, for multi-objective studies.
+    pub fn directions(mut self, directions: impl IntoIterator<Item = Direction>) -> Self {
+        self.directions = Some(directions.into_iter().collect());
+        self
+    }
+
+    /// Resume the study if one with this name exists (default: false, which
+    /// makes an existing name an error rather than silently mixing studies).
+    pub fn load_if_exists(mut self, yes: bool) -> Self {
+        self.load_if_exists = yes;
+        self
+    }
+
+    /// Creates the study, or loads it when `load_if_exists` is set.
+    pub fn build(self) -> Result<Study> {
+        let storage = self.storage.unwrap_or_else(|| Arc::new(InMemoryStorage::new()));
+        let name = self.name.unwrap_or_else(fresh_name);
+        if let Some(ds) = &self.directions {
+            if ds.is_empty() {
+                return Err(Error::InvalidConfig("a study needs at least one direction".into()));
+            }
+        }
+        let requested = self.directions.clone().unwrap_or_else(|| vec![Direction::Minimize]);
+        let (id, directions) = match storage.find_study(&name)? {
+            Some(found) => {
+                if !self.load_if_exists {
+                    return Err(Error::StudyExists(name));
+                }
+                check_directions(&name, &found.directions, self.directions.as_deref())?;
+                (found.id, found.directions)
+            }
+            None => match storage.create_study(&name, &requested) {
+                Ok(id) => (id, requested),
+                // Another process created it between our look-up and our insert.
+                Err(Error::StudyExists(_)) if self.load_if_exists => {
+                    let found = storage.find_study(&name)?.ok_or_else(|| Error::StudyNotFound(name.clone()))?;
+                    check_directions(&name, &found.directions, self.directions.as_deref())?;
+                    (found.id, found.directions)
+                }
+                Err(e) => return Err(e),
+            },
+        };
+        Ok(Study {
+            core: Arc::new(StudyCore {
+                name,
+                id,
+                directions,
+                storage,
+                sampler: self.sampler.unwrap_or_else(default_sampler),
+                pruner: self.pruner.unwrap_or_else(|| Arc::new(NopPruner)),
+                stop: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// Loads an existing study; its name must exist in the storage.
+    pub fn load(self) -> Result<Study> {
+        let storage = self.storage.clone().unwrap_or_else(|| Arc::new(InMemoryStorage::new()));
+        let name = self
+            .name
+            .clone()
+            .ok_or_else(|| Error::InvalidConfig("`load` needs a study name".into()))?;
+        if storage.find_study(&name)?.is_none() {
+            return Err(Error::StudyNotFound(name));
+        }
+        self.storage(storage).load_if_exists(true).build()
+    }
+}
+
+fn check_directions(name: &str, stored: &[Direction], requested: Option<&[Direction]>) -> Result<()> {
+    match requested {
+        Some(r) if r != stored => Err(Error::DirectionMismatch {
+            name: name.to_owned(),
+            stored: stored.to_vec(),
+            requested: r.to_vec(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+fn fresh_name() -> String {
+    use rand::Rng;
+    let mut rng = rand::rng();
+    format!("no-name-{:016x}{:016x}", rng.random::<u64>(), rng.random::<u64>())
+}

@@ -1,0 +1,320 @@
+//! Studies: create or resume, ask and tell, optimize, read results.
+
+mod builder;
+mod direction;
+mod optimize;
+mod pareto;
+mod view;
+
+pub use self::builder::StudyBuilder;
+pub use self::direction::Direction;
+pub use self::optimize::Optimize;
+pub use self::view::StudyView;
+
+use crate::distribution::ParamValue;
+use crate::error::{Error, Result};
+use crate::pruner::Pruner;
+use crate::sampler::Sampler;
+use crate::storage::Storage;
+use crate::trial::{FailureKind, FrozenTrial, IntoTrialResult, Trial, TrialError, TrialState};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// System attribute of an enqueued trial holding its fixed parameters (Optuna's key).
+pub const FIXED_PARAMS_ATTR: &str = "fixed_params";
+
+/// Everything a study and its trials share.
+pub(crate) struct StudyCore {
+    pub(crate) name: String,
+    pub(crate) id: u64,
+    pub(crate) directions: Vec<Direction>,
+    pub(crate) storage: Arc<dyn Storage>,
+    pub(crate) sampler: Arc<dyn Sampler>,
+    pub(crate) pruner: Arc<dyn Pruner>,
+    pub(crate) stop: AtomicBool,
+}
+
+impl StudyCore {
+    /// The view a sampler gets for `trial`: restricted to its pruning bracket, if any.
+    pub(crate) fn sampler_view<'a>(
+        &'a self,
+        history: &'a [Arc<FrozenTrial>],
+        trial: &FrozenTrial,
+    ) -> StudyView<'a> {
+        let full = StudyView::new(&self.name, &self.directions, history);
+        match self.pruner.bracket(&full, trial) {
+            None => full,
+            Some(b) => {
+                let same: Vec<_> = history
+                    .iter()
+                    .filter(|t| self.pruner.bracket(&full, t) == Some(b))
+                    .cloned()
+                    .collect();
+                StudyView::owned(&self.name, &self.directions, same)
+            }
+        }
+    }
+
+    pub(crate) fn pruner_view<'a>(&'a self, trials: &'a [Arc<FrozenTrial>]) -> StudyView<'a> {
+        StudyView::new(&self.name, &self.directions, trials)
+    }
+}
+
+/// How a trial ended, before it is written.
+pub(crate) enum Finish {
+    Result(Result<Vec<f64>, TrialError>),
+    Panic(String),
+}
+
+/// A study: a named set of trials in a storage, with a sampler and a pruner.
+///
+/// `Study` is cheap to clone (it is a handle) and `Send + Sync`; several
+/// threads, and with a persistent storage several processes, can run trials of
+/// the same study at once.
+#[derive(Clone)]
+pub struct Study {
+    core: Arc<StudyCore>,
+}
+
+impl std::fmt::Debug for Study {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Study")
+            .field("name", &self.core.name)
+            .field("directions", &self.core.directions)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Study {
+    /// Starts building a study (name, storage, sampler, pruner, directions).
+    pub fn builder() -> StudyBuilder {
+        StudyBuilder::default()
+    }
+
+    /// The study's name.
+    pub fn name(&self) -> &str {
+        &self.core.name
+    }
+
+    /// The storage's id of the study.
+    pub fn id(&self) -> u64 {
+        self.core.id
+    }
+
+    /// One direction per objective.
+    pub fn directions(&self) -> &[Direction] {
+        &self.core.directions
+    }
+
+    /// The storage this study lives in.
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.core.storage
+    }
+
+    /// The sampler.
+    pub fn sampler(&self) -> &Arc<dyn Sampler> {
+        &self.core.sampler
+    }
+
+    /// The pruner.
+    pub fn pruner(&self) -> &Arc<dyn Pruner> {
+        &self.core.pruner
+    }
+
+    /// Starts a trial: claims an enqueued (WAITING) trial if there is one,
+    /// otherwise creates a new RUNNING trial. The caller owns it until [`Study::tell`].
+    pub fn ask(&self) -> Result<Trial> {
+        let storage = &self.core.storage;
+        let frozen = match storage.claim_waiting_trial(self.core.id)? {
+            Some(t) => t,
+            None => storage.create_trial(self.core.id, None)?,
+        };
+        Trial::start(Arc::clone(&self.core), frozen)
+    }
+
+    /// Finishes a trial with what its objective returned, and returns the stored record.
+    pub fn tell(&self, trial: Trial, result: impl IntoTrialResult) -> Result<Arc<FrozenTrial>> {
+        self.finish(trial, Finish::Result(result.into_trial_result()))
+    }
+
+    pub(crate) fn finish(&self, trial: Trial, finish: Finish) -> Result<Arc<FrozenTrial>> {
+        let (core, frozen) = trial.into_parts();
+        let n_obj = core.directions.len();
+        let fail = |kind: FailureKind, reason: String| {
+            let mut attrs = vec![
+                (FailureKind::ATTR.to_owned(), Value::from(kind.as_str())),
+                (FailureKind::REASON_ATTR.to_owned(), Value::from(reason)),
+            ];
+            if kind.is_constraint_violation() {
+                attrs.push((FailureKind::CONSTRAINTS_ATTR.to_owned(), Value::from(vec![1.0])));
+            }
+            (TrialState::Fail, None, attrs)
+        };
+        let (state, values, attrs): (TrialState, Option<Vec<f64>>, Vec<(String, Value)>) = match finish {
+            Finish::Result(Ok(values)) if values.len() != n_obj => fail(
+                FailureKind::Error,
+                format!("the objective returned {} values but the study has {n_obj} objectives", values.len()),
+            ),
+            Finish::Result(Ok(values)) => match values.iter().find(|v| !v.is_finite()) {
+                Some(bad) => fail(
+                    FailureKind::NonFinite,
+                    format!("the objective returned {bad}; values must be finite (got {values:?})"),
+                ),
+                None => (TrialState::Complete, Some(values), Vec::new()),
+            },
+            Finish::Result(Err(TrialError::Pruned)) => {
+                let values = match (n_obj, frozen.last_intermediate()) {
+                    (1, Some((_, v))) => Some(vec![v]),
+                    _ => None,
+                };
+                (TrialState::Pruned, values, Vec::new())
+            }
+            Finish::Result(Err(TrialError::Oom { config, message })) => {
+                let (s, v, mut a) = fail(FailureKind::Oom, message);
+                a.push((FailureKind::OOM_CONFIG_ATTR.to_owned(), config));
+                (s, v, a)
+            }
+            Finish::Result(Err(TrialError::Infeasible(m))) => fail(FailureKind::Infeasible, m),
+            Finish::Result(Err(TrialError::Failed(m))) => fail(FailureKind::Error, m),
+            Finish::Panic(m) => fail(FailureKind::Panic, format!("the objective panicked: {m}")),
+        };
+        let finished = core.storage.finish_trial(frozen.id, state, values.as_deref(), &attrs)?;
+        let history = core.storage.trials(core.id)?;
+        let view = core.sampler_view(&history, &finished);
+        core.sampler.after_trial(&view, &finished);
+        self.log_finished(&finished, &history);
+        Ok(finished)
+    }
+
+    fn log_finished(&self, t: &FrozenTrial, history: &[Arc<FrozenTrial>]) {
+        let params: Vec<String> = t.typed_params().iter().map(|(k, v)| format!("{k}={v}")).collect();
+        match t.state {
+            TrialState::Complete => {
+                let best = (self.core.directions.len() == 1)
+                    .then(|| best_of(history, self.core.directions[0]))
+                    .flatten()
+                    .map(|b| format!("; best is trial {} with value {:?}", b.number, b.value().unwrap_or(f64::NAN)))
+                    .unwrap_or_default();
+                tracing::info!(
+                    study = %self.core.name,
+                    "trial {} finished with values {:?} and parameters {{{}}}{best}",
+                    t.number,
+                    t.values.as_deref().unwrap_or_default(),
+                    params.join(", ")
+                );
+            }
+            TrialState::Pruned => tracing::info!(study = %self.core.name, "trial {} pruned at step {:?}", t.number, t.last_intermediate().map(|(s, _)| s)),
+            _ => tracing::warn!(
+                study = %self.core.name,
+                "trial {} failed ({}): {}",
+                t.number,
+                t.failure().map_or("unknown", |k| k.as_str()),
+                t.fail_reason().unwrap_or("")
+            ),
+        }
+    }
+
+    /// Runs `n_trials` trials of `objective` in this thread.
+    ///
+    /// A trial whose objective errs, panics or returns a non-finite value is
+    /// stored FAIL and the study goes on; only storage errors stop it.
+    pub fn optimize<F, R>(&self, n_trials: usize, objective: F) -> Result<()>
+    where
+        F: Fn(&mut Trial) -> R + Sync,
+        R: IntoTrialResult,
+    {
+        self.optimize_with(Optimize::trials(n_trials), objective)
+    }
+
+    /// Asks the running [`Study::optimize`] loops to stop after their current trials.
+    pub fn stop(&self) {
+        self.core.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// Adds a WAITING trial whose parameters are fixed to `params` (a warm
+    /// start from a known-good configuration). Parameters not named are sampled.
+    /// Returns the trial's number.
+    pub fn enqueue<K: Into<String>>(&self, params: impl IntoIterator<Item = (K, ParamValue)>) -> Result<u64> {
+        let mut fixed = serde_json::Map::new();
+        for (k, v) in params {
+            fixed.insert(k.into(), v.to_json_value());
+        }
+        let mut template = FrozenTrial::new(0, 0, TrialState::Waiting);
+        template.system_attrs.insert(FIXED_PARAMS_ATTR.to_owned(), Value::Object(fixed));
+        Ok(self.core.storage.create_trial(self.core.id, Some(&template))?.number)
+    }
+
+    /// All trials, ordered by number.
+    pub fn trials(&self) -> Result<Vec<Arc<FrozenTrial>>> {
+        self.core.storage.trials(self.core.id)
+    }
+
+    /// The best COMPLETE trial of a single-objective study (ties: lowest number).
+    pub fn best_trial(&self) -> Result<Arc<FrozenTrial>> {
+        let dir = self.single_direction("best_trial")?;
+        best_of(&self.trials()?, dir).ok_or_else(|| Error::NoCompletedTrials(self.core.name.clone()))
+    }
+
+    /// The best objective value of a single-objective study.
+    pub fn best_value(&self) -> Result<f64> {
+        let t = self.best_trial()?;
+        t.value().ok_or_else(|| Error::NoCompletedTrials(self.core.name.clone()))
+    }
+
+    /// The parameters of the best trial, typed.
+    pub fn best_params(&self) -> Result<BTreeMap<String, ParamValue>> {
+        Ok(self.best_trial()?.typed_params())
+    }
+
+    /// The Pareto-optimal COMPLETE trials (for any number of objectives).
+    pub fn best_trials(&self) -> Result<Vec<Arc<FrozenTrial>>> {
+        let complete: Vec<_> =
+            self.trials()?.into_iter().filter(|t| t.state == TrialState::Complete).collect();
+        Ok(pareto::front(&complete, &self.core.directions))
+    }
+
+    /// Sets a study user attribute.
+    pub fn set_user_attr(&self, key: &str, value: impl serde::Serialize) -> Result<()> {
+        let v = crate::trial::attr_json(key, value)?;
+        self.core.storage.set_study_user_attr(self.core.id, key, &v)
+    }
+
+    /// The study's user attributes.
+    pub fn user_attrs(&self) -> Result<BTreeMap<String, Value>> {
+        self.core.storage.study_user_attrs(self.core.id)
+    }
+
+    /// The study's system attributes.
+    pub fn system_attrs(&self) -> Result<BTreeMap<String, Value>> {
+        self.core.storage.study_system_attrs(self.core.id)
+    }
+
+    fn single_direction(&self, what: &str) -> Result<Direction> {
+        match self.core.directions.as_slice() {
+            [d] => Ok(*d),
+            ds => Err(Error::InvalidOperation(format!(
+                "`{what}` needs a single-objective study, but `{}` has {} objectives; use `best_trials`",
+                self.core.name,
+                ds.len()
+            ))),
+        }
+    }
+}
+
+/// The best COMPLETE trial in `trials` for `dir` (ties: lowest number).
+pub(crate) fn best_of(trials: &[Arc<FrozenTrial>], dir: Direction) -> Option<Arc<FrozenTrial>> {
+    let mut best: Option<&Arc<FrozenTrial>> = None;
+    for t in trials.iter().filter(|t| t.state == TrialState::Complete) {
+        let Some(v) = t.value() else { continue };
+        match best.and_then(|b| b.value()) {
+            Some(bv) if !dir.is_better(v, bv) => {}
+            _ => best = Some(t),
+        }
+    }
+    best.cloned()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,156 @@
+//! The optimize loop: sequential or thread-parallel, with a budget and callbacks.
+
+use super::{Finish, Study};
+use crate::error::{Error, Result};
+use crate::trial::{FrozenTrial, IntoTrialResult, Trial};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A callback run after each finished trial (in the thread that ran it).
+pub type Callback = Box<dyn Fn(&Study, &FrozenTrial) + Send + Sync>;
+
+/// How long and how wide [`Study::optimize_with`] runs.
+///
+/// Stops when `n_trials` trials have been started by this call, when `timeout`
+/// has elapsed (checked before each trial starts; a running trial is not
+/// interrupted), or when [`Study::stop`] is called, whichever comes first.
+#[derive(Default)]
+pub struct Optimize {
+    n_trials: Option<usize>,
+    timeout: Option<Duration>,
+    n_jobs: usize,
+    callbacks: Vec<Callback>,
+}
+
+impl std::fmt::Debug for Optimize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Optimize")
+            .field("n_trials", &self.n_trials)
+            .field("timeout", &self.timeout)
+            .field("n_jobs", &self.n_jobs)
+            .field("callbacks", &self.callbacks.len())
+            .finish()
+    }
+}
+
+impl Optimize {
+    /// Run `n` trials.
+    pub fn trials(n: usize) -> Self {
+        Optimize { n_trials: Some(n), ..Default::default() }
+    }
+
+    /// Run until `timeout` has elapsed.
+    pub fn timeout(timeout: Duration) -> Self {
+        Optimize { timeout: Some(timeout), ..Default::default() }
+    }
+
+    /// Also stop after `n` trials.
+    pub fn n_trials(mut self, n: usize) -> Self {
+        self.n_trials = Some(n);
+        self
+    }
+
+    /// Also stop after `timeout`.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Run trials on `n` threads (default 1). With one thread and a seeded
+    /// sampler a study is reproducible; with several, trial order depends on timing.
+    pub fn jobs(mut self, n: usize) -> Self {
+        self.n_jobs = n;
+        self
+    }
+
+    /// Adds a callback run after each finished trial.
+    pub fn callback(mut self, f: impl Fn(&Study, &FrozenTrial) + Send + Sync + 'static) -> Self {
+        self.callbacks.push(Box::new(f));
+        self
+    }
+}
+
+impl Study {
+    /// Runs `objective` under `opts` (trial budget, timeout, threads, callbacks).
+    pub fn optimize_with<F, R>(&self, opts: Optimize, objective: F) -> Result<()>
+    where
+        F: Fn(&mut Trial) -> R + Sync,
+        R: IntoTrialResult,
+    {
+        self.core.stop.store(false, Ordering::SeqCst);
+        let started = AtomicUsize::new(0);
+        let first_error: Mutex<Option<Error>> = Mutex::new(None);
+        let t0 = Instant::now();
+        let worker = || {
+            loop {
+                if self.core.stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                if let Some(n) = opts.n_trials {
+                    if started.fetch_add(1, Ordering::SeqCst) >= n {
+                        break;
+                    }
+                }
+                if opts.timeout.is_some_and(|t| t0.elapsed() >= t) {
+                    break;
+                }
+                match self.run_one(&objective) {
+                    Ok(finished) => {
+                        for cb in &opts.callbacks {
+                            cb(self, &finished);
+                        }
+                    }
+                    Err(e) => {
+                        if let Ok(mut slot) = first_error.lock() {
+                            slot.get_or_insert(e);
+                        }
+                        self.stop();
+                        break;
+                    }
+                }
+            }
+        };
+        let jobs = opts.n_jobs.max(1);
+        if jobs == 1 {
+            worker();
+        } else {
+            std::thread::scope(|s| {
+                for _ in 0..jobs {
+                    s.spawn(&worker);
+                }
+            });
+        }
+        match first_error.into_inner()? {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs one trial; objective failures become FAIL trials, storage errors are returned.
+    fn run_one<F, R>(&self, objective: &F) -> Result<Arc<FrozenTrial>>
+    where
+        F: Fn(&mut Trial) -> R + Sync,
+        R: IntoTrialResult,
+    {
+        let mut trial = self.ask()?;
+        let outcome = catch_unwind(AssertUnwindSafe(|| objective(&mut trial).into_trial_result()));
+        let finish = match outcome {
+            Ok(r) => Finish::Result(r),
+            Err(payload) => Finish::Panic(panic_message(payload.as_ref())),
+        };
+        self.finish(trial, finish)
+    }
+}
+
+/// The message of a panic payload (`&str` or `String`), or a placeholder.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a non-string panic payload".to_owned()
+    }
+}

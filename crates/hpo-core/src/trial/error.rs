@@ -1,0 +1,97 @@
+//! How an objective says a trial did not complete.
+
+use serde_json::Value;
+use std::fmt;
+
+/// The non-success outcomes of an objective.
+///
+/// Any `std::error::Error` converts into [`TrialError::Failed`], so `?` works
+/// inside objectives. `TrialError` deliberately does not implement
+/// `std::error::Error` itself (as `anyhow::Error` does not), which is what makes
+/// that blanket conversion possible.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TrialError {
+    /// The pruner asked the trial to stop; it is stored PRUNED.
+    Pruned,
+    /// The configuration did not fit in device memory even after recovery.
+    /// Stored FAIL with `oom_config`; samplers treat it as a constraint violation.
+    Oom {
+        /// The configuration that did not fit (model, batch, accumulation, length, ...).
+        config: Value,
+        /// What ran out.
+        message: String,
+    },
+    /// The configuration is infeasible (for example, an empty support under a
+    /// constraint). Stored FAIL; samplers treat it as a constraint violation.
+    Infeasible(String),
+    /// Any other failure, with its message. Stored FAIL.
+    Failed(String),
+}
+
+impl TrialError {
+    /// A [`TrialError::Failed`] from anything displayable (handy with `map_err`).
+    pub fn failed(e: impl fmt::Display) -> Self {
+        TrialError::Failed(e.to_string())
+    }
+}
+
+impl fmt::Display for TrialError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TrialError::Pruned => write!(f, "pruned"),
+            TrialError::Oom { message, config } => write!(f, "out of memory: {message} (config {config})"),
+            TrialError::Infeasible(m) => write!(f, "infeasible: {m}"),
+            TrialError::Failed(m) => write!(f, "failed: {m}"),
+        }
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for TrialError {
+    fn from(e: E) -> Self {
+        // Walk the source chain so the stored reason is complete.
+        let mut msg = e.to_string();
+        let mut src = e.source();
+        while let Some(s) = src {
+            msg.push_str(": ");
+            msg.push_str(&s.to_string());
+            src = s.source();
+        }
+        // Errors that carry their own trial outcome keep it.
+        if let Some(crate::Error::EmptySupport { .. }) =
+            (&e as &(dyn std::error::Error + 'static)).downcast_ref::<crate::Error>()
+        {
+            return TrialError::Infeasible(msg);
+        }
+        TrialError::Failed(msg)
+    }
+}
+
+/// What an objective may return: one value, several values, or an error.
+pub trait IntoTrialResult {
+    /// Converts into objective values or a [`TrialError`].
+    fn into_trial_result(self) -> Result<Vec<f64>, TrialError>;
+}
+
+impl IntoTrialResult for f64 {
+    fn into_trial_result(self) -> Result<Vec<f64>, TrialError> {
+        Ok(vec![self])
+    }
+}
+
+impl<E: Into<TrialError>> IntoTrialResult for Result<f64, E> {
+    fn into_trial_result(self) -> Result<Vec<f64>, TrialError> {
+        self.map(|v| vec![v]).map_err(Into::into)
+    }
+}
+
+impl<E: Into<TrialError>> IntoTrialResult for Result<Vec<f64>, E> {
+    fn into_trial_result(self) -> Result<Vec<f64>, TrialError> {
+        self.map_err(Into::into)
+    }
+}
+
+impl<E: Into<TrialError>, const N: usize> IntoTrialResult for Result<[f64; N], E> {
+    fn into_trial_result(self) -> Result<Vec<f64>, TrialError> {
+        self.map(|v| v.to_vec()).map_err(Into::into)
+    }
+}

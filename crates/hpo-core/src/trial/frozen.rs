@@ -1,0 +1,124 @@
+//! The immutable record of a trial.
+
+use super::{FailureKind, TrialState};
+use crate::distribution::{Distribution, ParamValue};
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// A snapshot of a trial as stored: what samplers, pruners and users read.
+///
+/// Parameters are kept in their internal `f64` form beside their distributions
+/// (as in Optuna's `trial_params` table); [`FrozenTrial::param`] gives the
+/// typed value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrozenTrial {
+    /// Storage-wide unique id.
+    pub id: u64,
+    /// Number within its study: 0, 1, 2, ... without gaps.
+    pub number: u64,
+    /// Life-cycle state.
+    pub state: TrialState,
+    /// Objective values (one per objective) for COMPLETE trials; the last
+    /// intermediate value for PRUNED trials, as in Optuna.
+    pub values: Option<Vec<f64>>,
+    /// When the trial started running.
+    pub datetime_start: Option<DateTime<Utc>>,
+    /// When the trial finished.
+    pub datetime_complete: Option<DateTime<Utc>>,
+    /// Parameters in internal form.
+    pub params: BTreeMap<String, f64>,
+    /// Each parameter's declared distribution.
+    pub distributions: BTreeMap<String, Distribution>,
+    /// Attributes set by the user.
+    pub user_attrs: BTreeMap<String, Value>,
+    /// Attributes set by hpo (and Optuna): `fixed_params`, `fail_reason`, `constraints`, ...
+    pub system_attrs: BTreeMap<String, Value>,
+    /// Values reported with [`crate::Trial::report`], by step.
+    pub intermediate_values: BTreeMap<u64, f64>,
+}
+
+impl FrozenTrial {
+    /// An empty trial record with the given identity and state.
+    pub fn new(id: u64, number: u64, state: TrialState) -> Self {
+        FrozenTrial {
+            id,
+            number,
+            state,
+            values: None,
+            datetime_start: None,
+            datetime_complete: None,
+            params: BTreeMap::new(),
+            distributions: BTreeMap::new(),
+            user_attrs: BTreeMap::new(),
+            system_attrs: BTreeMap::new(),
+            intermediate_values: BTreeMap::new(),
+        }
+    }
+
+    /// The typed value of parameter `name`, if it was suggested.
+    pub fn param(&self, name: &str) -> Option<ParamValue> {
+        let d = self.distributions.get(name)?;
+        d.to_external(*self.params.get(name)?).ok()
+    }
+
+    /// All parameters in typed form.
+    pub fn typed_params(&self) -> BTreeMap<String, ParamValue> {
+        self.params
+            .keys()
+            .filter_map(|k| Some((k.clone(), self.param(k)?)))
+            .collect()
+    }
+
+    /// The single objective value, if there is exactly one.
+    pub fn value(&self) -> Option<f64> {
+        match self.values.as_deref() {
+            Some([v]) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The last reported step and its value.
+    pub fn last_intermediate(&self) -> Option<(u64, f64)> {
+        self.intermediate_values.iter().next_back().map(|(s, v)| (*s, *v))
+    }
+
+    /// Why the trial failed, if it is FAIL and hpo recorded a kind.
+    pub fn failure(&self) -> Option<FailureKind> {
+        if self.state != TrialState::Fail {
+            return None;
+        }
+        self.system_attrs.get(FailureKind::ATTR)?.as_str().and_then(FailureKind::parse)
+    }
+
+    /// The stored failure message, if any.
+    pub fn fail_reason(&self) -> Option<&str> {
+        self.system_attrs.get(FailureKind::REASON_ATTR)?.as_str()
+    }
+
+    /// Total constraint violation (sum of positive entries of Optuna's
+    /// `constraints` system attribute); `None` when no constraints were recorded.
+    pub fn constraint_violation(&self) -> Option<f64> {
+        let cs = self.system_attrs.get(FailureKind::CONSTRAINTS_ATTR)?.as_array()?;
+        Some(cs.iter().filter_map(Value::as_f64).map(|c| c.max(0.0)).sum())
+    }
+
+    /// Parameters fixed by `Study::enqueue`, in typed form.
+    pub fn fixed_params(&self) -> BTreeMap<String, ParamValue> {
+        self.system_attrs
+            .get(crate::study::FIXED_PARAMS_ATTR)
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), ParamValue::from_json_value(v)?)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Wall-clock duration, for finished trials.
+    pub fn duration(&self) -> Option<std::time::Duration> {
+        let (s, e) = (self.datetime_start?, self.datetime_complete?);
+        (e - s).to_std().ok()
+    }
+}

@@ -1,0 +1,13 @@
+//! Trials: the live handle an objective gets ([`Trial`]), the stored record
+//! ([`FrozenTrial`]), states and outcomes.
+
+mod error;
+mod frozen;
+mod live;
+mod state;
+
+pub use self::error::{IntoTrialResult, TrialError};
+pub use self::frozen::FrozenTrial;
+pub use self::live::Trial;
+pub(crate) use self::live::attr_json;
+pub use self::state::{FailureKind, TrialState};

@@ -1,0 +1,127 @@
+//! Trial states and the reasons a trial can fail.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// The life-cycle state of a trial, with Optuna's names and meaning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TrialState {
+    /// Enqueued (fixed parameters) or admitted, not started.
+    Waiting,
+    /// Claimed by a worker, which alone may write to it.
+    Running,
+    /// Finished with objective values.
+    Complete,
+    /// Stopped early by a pruner.
+    Pruned,
+    /// Failed: error, panic, non-finite value, out of memory, infeasible or stale.
+    Fail,
+}
+
+impl TrialState {
+    /// Optuna's enum member name (`"COMPLETE"`), as stored in the `trials.state` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrialState::Waiting => "WAITING",
+            TrialState::Running => "RUNNING",
+            TrialState::Complete => "COMPLETE",
+            TrialState::Pruned => "PRUNED",
+            TrialState::Fail => "FAIL",
+        }
+    }
+
+    /// Whether the trial has ended (COMPLETE, PRUNED or FAIL); finished trials never change.
+    pub fn is_finished(self) -> bool {
+        matches!(self, TrialState::Complete | TrialState::Pruned | TrialState::Fail)
+    }
+}
+
+impl fmt::Display for TrialState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for TrialState {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "WAITING" => TrialState::Waiting,
+            "RUNNING" => TrialState::Running,
+            "COMPLETE" => TrialState::Complete,
+            "PRUNED" => TrialState::Pruned,
+            "FAIL" => TrialState::Fail,
+            other => {
+                return Err(crate::Error::Parse {
+                    what: "trial state".into(),
+                    reason: format!("unknown state `{other}`"),
+                })
+            }
+        })
+    }
+}
+
+/// Why a FAIL trial failed, stored in the system attribute [`FailureKind::ATTR`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FailureKind {
+    /// The objective returned an error.
+    Error,
+    /// The objective panicked.
+    Panic,
+    /// The objective returned NaN or an infinite value.
+    NonFinite,
+    /// The configuration did not fit in device memory (a constraint violation).
+    Oom,
+    /// The configuration violates the search space's constraints (a constraint violation).
+    Infeasible,
+    /// The worker stopped sending heartbeats (crashed or was killed).
+    Stale,
+}
+
+impl FailureKind {
+    /// System attribute holding the failure kind.
+    pub const ATTR: &'static str = "hpo:failure";
+    /// System attribute holding the human-readable reason (Optuna's key).
+    pub const REASON_ATTR: &'static str = "fail_reason";
+    /// System attribute holding constraint values (Optuna's key; > 0 means violated).
+    pub const CONSTRAINTS_ATTR: &'static str = "constraints";
+    /// System attribute holding the configuration that ran out of memory.
+    pub const OOM_CONFIG_ATTR: &'static str = "oom_config";
+
+    /// Stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Error => "error",
+            FailureKind::Panic => "panic",
+            FailureKind::NonFinite => "non_finite",
+            FailureKind::Oom => "oom",
+            FailureKind::Infeasible => "infeasible",
+            FailureKind::Stale => "stale",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "error" => FailureKind::Error,
+            "panic" => FailureKind::Panic,
+            "non_finite" => FailureKind::NonFinite,
+            "oom" => FailureKind::Oom,
+            "infeasible" => FailureKind::Infeasible,
+            "stale" => FailureKind::Stale,
+            _ => return None,
+        })
+    }
+
+    /// Whether samplers should treat this failure as a constraint violation
+    /// (learn to avoid the region) rather than ignore it.
+    pub fn is_constraint_violation(self) -> bool {
+        matches!(self, FailureKind::Oom | FailureKind::Infeasible)
+    }
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
