@@ -1,0 +1,172 @@
+//! Settings of the TPE sampler, with Optuna 5.0's defaults.
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+
+/// How observations are weighted inside each Parzen estimator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TpeWeights {
+    /// Optuna's `default_weights`: the 25 newest observations weigh 1, older
+    /// ones ramp linearly from `1/n` up to 1 (by trial number).
+    #[default]
+    Ramp,
+    /// Every observation weighs 1.
+    Uniform,
+}
+
+impl TpeWeights {
+    /// Weights of `n` observations ordered by trial number (unnormalised).
+    pub fn weights(self, n: usize) -> Vec<f64> {
+        match self {
+            TpeWeights::Uniform => vec![1.0; n],
+            TpeWeights::Ramp if n < 25 => vec![1.0; n],
+            TpeWeights::Ramp => {
+                // np.linspace(1/n, 1, n - 25) followed by 25 ones.
+                let m = n - 25;
+                let lo = 1.0 / n as f64;
+                let mut w: Vec<f64> = (0..m)
+                    .map(|i| if m == 1 { lo } else { lo + (1.0 - lo) * i as f64 / (m - 1) as f64 })
+                    .collect();
+                w.extend(std::iter::repeat_n(1.0, 25));
+                w
+            }
+        }
+    }
+}
+
+/// Settings of [`super::TpeSampler`]; the defaults are Optuna 5.0's `TPESampler()`.
+///
+/// Persisted with serde, so a study can record how it was sampled. Every
+/// field has a default, so `{}` is a valid configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct TpeConfig {
+    /// Trials sampled uniformly at random before TPE starts (default 10).
+    pub n_startup_trials: usize,
+    /// Candidates drawn from the "good" density per suggestion (default 24).
+    pub n_ei_candidates: usize,
+    /// Fraction of observations in the "good" group: `ceil(gamma_fraction * n)` (default 0.1).
+    pub gamma_fraction: f64,
+    /// Upper bound on the size of the "good" group (default 25).
+    pub gamma_max: usize,
+    /// How observations are weighted (default: Optuna's ramp).
+    pub weights: TpeWeights,
+    /// Weight of the prior kernel (a wide kernel centred on the range) (default 1.0).
+    pub prior_weight: f64,
+    /// Clip kernel bandwidths below at `range / min(100, n_kernels + 1)` (default true).
+    pub consider_magic_clip: bool,
+    /// Let the outermost kernels' bandwidths reach to the range's ends
+    /// (univariate bandwidths only; default false).
+    pub consider_endpoints: bool,
+    /// Model the relative search space jointly (default true, as in Optuna 5).
+    pub multivariate: bool,
+    /// Decompose the relative search space into groups of parameters that
+    /// always appear together (conditional spaces; default true).
+    pub group: bool,
+    /// Count other RUNNING trials' parameters as bad observations, so
+    /// parallel workers spread out (default true).
+    pub constant_liar: bool,
+    /// Bandwidth scale of multivariate kernels, Optuna's `SIGMA0_MAGNITUDE` (default 0.2).
+    pub sigma0_magnitude: f64,
+    /// Random seed; `None` seeds from the operating system.
+    pub seed: Option<u64>,
+}
+
+impl Default for TpeConfig {
+    fn default() -> Self {
+        TpeConfig {
+            n_startup_trials: 10,
+            n_ei_candidates: 24,
+            gamma_fraction: 0.1,
+            gamma_max: 25,
+            weights: TpeWeights::Ramp,
+            prior_weight: 1.0,
+            consider_magic_clip: true,
+            consider_endpoints: false,
+            multivariate: true,
+            group: true,
+            constant_liar: true,
+            sigma0_magnitude: 0.2,
+            seed: None,
+        }
+    }
+}
+
+impl TpeConfig {
+    /// The defaults with a seed.
+    pub fn seeded(seed: u64) -> Self {
+        TpeConfig { seed: Some(seed), ..Self::default() }
+    }
+
+    /// Size of the "good" group among `n` observations: `min(ceil(gamma_fraction * n), gamma_max)`.
+    pub fn gamma(&self, n: usize) -> usize {
+        ((self.gamma_fraction * n as f64).ceil() as usize).min(self.gamma_max)
+    }
+
+    /// Checks the settings, naming the first bad one.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidConfig(m));
+        if self.n_ei_candidates == 0 {
+            return bad("TPE n_ei_candidates must be at least 1".into());
+        }
+        if !(self.gamma_fraction.is_finite() && self.gamma_fraction > 0.0 && self.gamma_fraction <= 1.0) {
+            return bad(format!("TPE gamma_fraction must be in (0, 1], got {}", self.gamma_fraction));
+        }
+        if self.gamma_max == 0 {
+            return bad("TPE gamma_max must be at least 1".into());
+        }
+        if !(self.prior_weight.is_finite() && self.prior_weight > 0.0) {
+            return bad(format!("TPE prior_weight must be positive, got {}", self.prior_weight));
+        }
+        if !(self.sigma0_magnitude.is_finite() && self.sigma0_magnitude > 0.0) {
+            return bad(format!("TPE sigma0_magnitude must be positive, got {}", self.sigma0_magnitude));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gamma_is_optunas() {
+        let c = TpeConfig::default();
+        assert_eq!(c.gamma(0), 0);
+        assert_eq!(c.gamma(1), 1);
+        assert_eq!(c.gamma(10), 1);
+        assert_eq!(c.gamma(11), 2);
+        assert_eq!(c.gamma(100), 10);
+        assert_eq!(c.gamma(1000), 25);
+    }
+
+    #[test]
+    fn ramp_weights_match_numpy_linspace() {
+        assert_eq!(TpeWeights::Ramp.weights(3), vec![1.0; 3]);
+        let w = TpeWeights::Ramp.weights(30);
+        assert_eq!(w.len(), 30);
+        assert!((w[0] - 1.0 / 30.0).abs() < 1e-15);
+        assert!((w[4] - 1.0).abs() < 1e-15);
+        assert!((w[2] - (1.0 / 30.0 + (1.0 - 1.0 / 30.0) * 0.5)).abs() < 1e-15);
+        assert!(w[5..].iter().all(|x| *x == 1.0));
+        let w = TpeWeights::Ramp.weights(26);
+        assert_eq!(w[0], 1.0 / 26.0);
+    }
+
+    #[test]
+    fn config_round_trips_and_rejects_bad_values() {
+        let c = TpeConfig::seeded(3);
+        let s = serde_json::to_string(&c).unwrap();
+        let back: TpeConfig = serde_json::from_str(&s).unwrap();
+        assert_eq!(c, back);
+        let empty: TpeConfig = serde_json::from_str("{}").unwrap();
+        assert_eq!(empty, TpeConfig::default());
+        assert!(serde_json::from_str::<TpeConfig>(r#"{"gama": 1}"#).is_err());
+        let bad = TpeConfig { gamma_fraction: 0.0, ..TpeConfig::default() };
+        assert!(bad.validate().unwrap_err().to_string().contains("gamma_fraction"));
+        assert!(TpeConfig { n_ei_candidates: 0, ..TpeConfig::default() }.validate().is_err());
+    }
+}

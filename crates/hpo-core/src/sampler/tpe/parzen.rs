@@ -1,0 +1,579 @@
+//! The Parzen estimator: a weighted mixture of product kernels, one kernel per
+//! observation plus a wide prior kernel, as in Optuna's `_ParzenEstimator`.
+//!
+//! Numeric parameters are modelled in a transformed space (`ln` for log
+//! distributions) by Gaussians truncated to the declared range; stepped
+//! parameters (stepped floats, ints) by the Gaussian's mass over each grid
+//! cell, so the density is a proper probability mass function; log-scaled ints
+//! are continuous on `[ln(low - 1/2), ln(high + 1/2)]` and rounded. Categorical
+//! parameters get Optuna's kernel: every choice gets `prior_weight / n_kernels`
+//! and the observed one gets 1 more, normalised per kernel.
+//!
+//! Densities are always those of the *declared* distribution; sampling can be
+//! restricted to a narrowed [`Support`] (kernels truncated to the range,
+//! excluded choices zeroed), which is how a constraint narrows a parameter
+//! without changing what the sampler learns.
+//!
+//! Evaluation is the hot loop of TPE (candidates x kernels x dimensions), so
+//! per-kernel constants (weights, log normalisers, bandwidths) are precomputed,
+//! and stepped dimensions whose kernels share a bandwidth (multivariate mode)
+//! read their cell masses from a table indexed by grid offset.
+
+use super::config::TpeConfig;
+use super::truncnorm::{log_gauss_mass, sample_standard, LN_SQRT_2PI};
+use crate::distribution::{Distribution, Support};
+use crate::sampler::bounds;
+use rand::Rng;
+
+/// Smallest bandwidth without the magic clip (Optuna's `EPS`).
+const EPS: f64 = 1e-12;
+/// Largest stepped grid (cells from end to end) that gets a lookup table.
+const MAX_TABLE_CELLS: usize = 1 << 14;
+
+/// One parameter's modelled domain, in transformed units.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Dim {
+    /// A (possibly log-transformed) range; `step` makes it discrete.
+    Numeric {
+        /// Lower end of the transformed range.
+        low: f64,
+        /// Upper end of the transformed range.
+        high: f64,
+        /// Grid step, for stepped floats and non-log ints.
+        step: Option<f64>,
+    },
+    /// `n` choices, by index.
+    Categorical {
+        /// Number of choices.
+        n: usize,
+    },
+}
+
+impl Dim {
+    /// The modelled domain of `dist`.
+    pub(crate) fn of(dist: &Distribution) -> Dim {
+        match dist {
+            Distribution::Float(d) if d.is_log() => Dim::Numeric { low: d.low().ln(), high: d.high().ln(), step: None },
+            Distribution::Float(d) => Dim::Numeric { low: d.low(), high: d.high(), step: d.step() },
+            Distribution::Int(d) if d.is_log() => Dim::Numeric {
+                low: (d.low() as f64 - 0.5).ln(),
+                high: (d.high() as f64 + 0.5).ln(),
+                step: None,
+            },
+            Distribution::Int(d) => Dim::Numeric { low: d.low() as f64, high: d.high() as f64, step: Some(d.step() as f64) },
+            Distribution::Categorical(d) => Dim::Categorical { n: d.choices().len() },
+        }
+    }
+}
+
+/// An internal value of `dist` in modelled units.
+pub(crate) fn transform(dist: &Distribution, x: f64) -> f64 {
+    match dist {
+        Distribution::Float(d) if d.is_log() => x.ln(),
+        Distribution::Int(d) if d.is_log() => x.ln(),
+        _ => x,
+    }
+}
+
+/// A modelled value back to an internal value of `dist` inside `support`.
+pub(crate) fn untransform(dist: &Distribution, support: &Support, y: f64) -> f64 {
+    let (lo, hi) = bounds(dist, support);
+    let x = match dist {
+        Distribution::Float(d) if d.is_log() => y.exp(),
+        Distribution::Int(d) if d.is_log() => y.exp().round(),
+        Distribution::Categorical(_) => y.round(),
+        _ => dist.snap(y),
+    };
+    let x = x.clamp(lo, hi);
+    if dist.contains(x) {
+        x
+    } else {
+        dist.snap(x).clamp(lo, hi)
+    }
+}
+
+/// Where samples of one dimension may fall, in modelled units.
+#[derive(Debug, Clone)]
+pub(crate) enum SampleRange {
+    /// Kernels are truncated to `[lo, hi]`; discrete draws are snapped to the
+    /// grid `grid_low + k * step` and clamped to `[grid_lo, grid_hi]`.
+    Numeric {
+        /// Lower truncation point.
+        lo: f64,
+        /// Upper truncation point.
+        hi: f64,
+        /// Grid origin and step, for discrete dimensions.
+        grid: Option<(f64, f64)>,
+        /// Smallest allowed grid value.
+        grid_lo: f64,
+        /// Largest allowed grid value.
+        grid_hi: f64,
+    },
+    /// Only the choices marked `true` (all when `None`).
+    Categorical(Option<Vec<bool>>),
+}
+
+impl SampleRange {
+    /// The sampling range of `dist` restricted to a normalised `support`.
+    pub(crate) fn of(dist: &Distribution, support: &Support) -> SampleRange {
+        let (lo, hi) = bounds(dist, support);
+        match (Dim::of(dist), dist) {
+            (Dim::Categorical { n }, _) => match support {
+                Support::Choices(ix) => {
+                    let mut mask = vec![false; n];
+                    for i in ix.iter().filter(|i| **i < n) {
+                        mask[*i] = true;
+                    }
+                    SampleRange::Categorical(Some(mask))
+                }
+                _ => SampleRange::Categorical(None),
+            },
+            (Dim::Numeric { low, step: Some(s), .. }, _) => SampleRange::Numeric {
+                lo: lo - s / 2.0,
+                hi: hi + s / 2.0,
+                grid: Some((low, s)),
+                grid_lo: lo,
+                grid_hi: hi,
+            },
+            (Dim::Numeric { .. }, Distribution::Int(_)) => {
+                // Log int: the rounding cells of lo..=hi.
+                let (a, b) = ((lo - 0.5).ln(), (hi + 0.5).ln());
+                SampleRange::Numeric { lo: a, hi: b, grid: None, grid_lo: a, grid_hi: b }
+            }
+            (Dim::Numeric { .. }, _) => {
+                let (a, b) = (transform(dist, lo), transform(dist, hi));
+                SampleRange::Numeric { lo: a, hi: b, grid: None, grid_lo: a, grid_hi: b }
+            }
+        }
+    }
+}
+
+/// The kernels of one dimension.
+#[derive(Debug, Clone)]
+enum Kernels {
+    Numeric {
+        mus: Vec<f64>,
+        sigmas: Vec<f64>,
+        inv_sigmas: Vec<f64>,
+        step: Option<f64>,
+        /// Cell log masses by grid offset `j + cells` for kernels `0..n_obs`
+        /// when they share one bandwidth (discrete dimensions only).
+        table: Option<Vec<f64>>,
+        cells: usize,
+    },
+    Categorical {
+        n: usize,
+        /// `probs[k * n + c]`, rows normalised.
+        probs: Vec<f64>,
+        /// `log_probs[c * n_kernels + k]`, column-major for evaluation.
+        log_probs: Vec<f64>,
+    },
+}
+
+/// A mixture of product kernels over several dimensions.
+#[derive(Debug, Clone)]
+pub(crate) struct ParzenEstimator {
+    weights: Vec<f64>,
+    /// Per kernel: log weight plus every dimension's constant log terms.
+    consts: Vec<f64>,
+    kernels: Vec<Kernels>,
+}
+
+impl ParzenEstimator {
+    /// Builds the estimator from observations in modelled units
+    /// (`obs[d][i]` is observation `i` of dimension `d`) with their
+    /// unnormalised `obs_weights`.
+    pub(crate) fn new(obs: &[Vec<f64>], obs_weights: &[f64], dims: &[Dim], cfg: &TpeConfig) -> Self {
+        let n = obs_weights.len();
+        let mut weights: Vec<f64> = obs_weights.to_vec();
+        weights.push(if n == 0 { 1.0 } else { cfg.prior_weight });
+        let total: f64 = weights.iter().sum();
+        for w in &mut weights {
+            *w /= total;
+        }
+        let mut consts: Vec<f64> = weights.iter().map(|w| w.ln()).collect();
+        let kernels = dims
+            .iter()
+            .zip(obs)
+            .map(|(dim, xs)| match *dim {
+                Dim::Numeric { low, high, step } => numeric(xs, low, high, step, dims.len(), cfg, &mut consts),
+                Dim::Categorical { n: nc } => categorical(xs, nc, cfg, &mut consts),
+            })
+            .collect();
+        ParzenEstimator { weights, consts, kernels }
+    }
+
+    /// Number of kernels (observations plus the prior).
+    #[cfg(test)]
+    pub(crate) fn n_kernels(&self) -> usize {
+        self.weights.len()
+    }
+
+    /// `n` joint draws restricted to `ranges` (one per dimension); returns
+    /// `out[d][i]`, draw `i` of dimension `d`, in modelled units.
+    pub(crate) fn sample<R: Rng + ?Sized>(&self, rng: &mut R, n: usize, ranges: &[SampleRange]) -> Vec<Vec<f64>> {
+        let mut cum = Vec::with_capacity(self.weights.len());
+        let mut acc = 0.0;
+        for w in &self.weights {
+            acc += w;
+            cum.push(acc);
+        }
+        let active: Vec<usize> = (0..n)
+            .map(|_| {
+                let u = rng.random::<f64>() * acc;
+                cum.partition_point(|c| *c <= u).min(cum.len() - 1)
+            })
+            .collect();
+        self.kernels
+            .iter()
+            .zip(ranges)
+            .map(|(ks, range)| active.iter().map(|k| draw(ks, *k, range, rng)).collect())
+            .collect()
+    }
+
+    /// Log density of each point (`xs[d][i]`, modelled units) under the declared space.
+    pub(crate) fn log_pdf(&self, xs: &[Vec<f64>]) -> Vec<f64> {
+        let n_points = xs.first().map_or(0, Vec::len);
+        let nk = self.consts.len();
+        let mut acc = vec![0.0; nk];
+        (0..n_points)
+            .map(|i| {
+                acc.copy_from_slice(&self.consts);
+                for (ks, x) in self.kernels.iter().zip(xs) {
+                    add_log_kernel(ks, x[i], &mut acc);
+                }
+                log_sum_exp(&acc)
+            })
+            .collect()
+    }
+}
+
+/// Bandwidths and constants of a numeric dimension.
+fn numeric(
+    xs: &[f64],
+    low: f64,
+    high: f64,
+    step: Option<f64>,
+    n_dims: usize,
+    cfg: &TpeConfig,
+    consts: &mut [f64],
+) -> Kernels {
+    let s0 = step.unwrap_or(0.0);
+    let width = high - low + s0;
+    let n = xs.len();
+    let prior_mu = 0.5 * (low + high);
+    let mut sigmas: Vec<f64> = if cfg.multivariate {
+        let sigma = cfg.sigma0_magnitude * (n.max(1) as f64).powf(-1.0 / (n_dims as f64 + 4.0)) * width;
+        vec![sigma; n]
+    } else {
+        univariate_sigmas(xs, low, high, s0, prior_mu, cfg.consider_endpoints)
+    };
+    let max_sigma = width;
+    let min_sigma = if cfg.consider_magic_clip { width / (100.0f64).min(1.0 + (n + 1) as f64) } else { EPS };
+    for s in &mut sigmas {
+        *s = s.clamp(min_sigma, max_sigma.max(min_sigma));
+    }
+    let mut mus = xs.to_vec();
+    mus.push(prior_mu);
+    sigmas.push(width.max(EPS));
+    let (lo, hi) = (low - s0 / 2.0, high + s0 / 2.0);
+    for (k, c) in consts.iter_mut().enumerate() {
+        let (mu, sigma) = (mus[k], sigmas[k]);
+        *c -= log_gauss_mass((lo - mu) / sigma, (hi - mu) / sigma);
+        if step.is_none() {
+            *c -= sigma.ln() + LN_SQRT_2PI;
+        }
+    }
+    let inv_sigmas: Vec<f64> = sigmas.iter().map(|s| 1.0 / s).collect();
+    let cells = step.map_or(0, |s| ((high - low) / s).round() as usize);
+    let shared = n > 0 && sigmas[..n].iter().all(|s| *s == sigmas[0]);
+    let table = match step {
+        Some(s) if shared && cells <= MAX_TABLE_CELLS => {
+            let r = s / sigmas[0];
+            Some((0..=2 * cells).map(|j| {
+                let j = j as f64 - cells as f64;
+                log_gauss_mass((j - 0.5) * r, (j + 0.5) * r)
+            }).collect())
+        }
+        _ => None,
+    };
+    Kernels::Numeric { mus, sigmas, inv_sigmas, step, table, cells }
+}
+
+/// Optuna's univariate bandwidths: the larger gap to a neighbour among the
+/// sorted observations, the prior mean and the range ends.
+fn univariate_sigmas(xs: &[f64], low: f64, high: f64, s0: f64, prior_mu: f64, endpoints: bool) -> Vec<f64> {
+    let mut with_prior: Vec<f64> = xs.to_vec();
+    with_prior.push(prior_mu);
+    let mut order: Vec<usize> = (0..with_prior.len()).collect();
+    order.sort_by(|a, b| with_prior[*a].total_cmp(&with_prior[*b]));
+    let mut ends = Vec::with_capacity(order.len() + 2);
+    ends.push(low - s0 / 2.0);
+    ends.extend(order.iter().map(|i| with_prior[*i]));
+    ends.push(high + s0 / 2.0);
+    let m = order.len();
+    let mut sorted_sigmas: Vec<f64> = (1..=m).map(|i| (ends[i] - ends[i - 1]).max(ends[i + 1] - ends[i])).collect();
+    if !endpoints && ends.len() >= 4 {
+        sorted_sigmas[0] = ends[2] - ends[1];
+        sorted_sigmas[m - 1] = ends[m] - ends[m - 1];
+    }
+    let mut sigmas = vec![0.0; m];
+    for (rank, i) in order.iter().enumerate() {
+        sigmas[*i] = sorted_sigmas[rank];
+    }
+    sigmas.truncate(xs.len());
+    sigmas
+}
+
+/// Optuna's categorical kernels and their (zero) constants.
+fn categorical(xs: &[f64], nc: usize, cfg: &TpeConfig, _consts: &mut [f64]) -> Kernels {
+    let nk = xs.len() + 1;
+    let mut probs = if xs.is_empty() {
+        vec![1.0 / nc as f64; nc]
+    } else {
+        let mut p = vec![cfg.prior_weight / nk as f64; nk * nc];
+        for (k, x) in xs.iter().enumerate() {
+            let c = (*x as usize).min(nc - 1);
+            p[k * nc + c] += 1.0;
+        }
+        p
+    };
+    for row in probs.chunks_mut(nc) {
+        let s: f64 = row.iter().sum();
+        for p in row {
+            *p /= s;
+        }
+    }
+    let mut log_probs = vec![0.0; nk * nc];
+    for k in 0..nk {
+        for c in 0..nc {
+            log_probs[c * nk + k] = probs[k * nc + c].ln();
+        }
+    }
+    Kernels::Categorical { n: nc, probs, log_probs }
+}
+
+/// Adds each kernel's log density at `x` (one dimension) to `acc`.
+fn add_log_kernel(ks: &Kernels, x: f64, acc: &mut [f64]) {
+    match ks {
+        Kernels::Numeric { mus, inv_sigmas, step: None, .. } => {
+            for ((a, mu), inv) in acc.iter_mut().zip(mus).zip(inv_sigmas) {
+                let z = (x - mu) * inv;
+                *a -= 0.5 * z * z;
+            }
+        }
+        Kernels::Numeric { mus, sigmas, step: Some(s), table, cells, .. } => {
+            let half = s / 2.0;
+            let n_obs = mus.len() - 1;
+            let direct = |k: usize| log_gauss_mass((x - half - mus[k]) / sigmas[k], (x + half - mus[k]) / sigmas[k]);
+            match table {
+                Some(t) => {
+                    let inv_step = 1.0 / s;
+                    let c = *cells as f64;
+                    for (a, mu) in acc[..n_obs].iter_mut().zip(&mus[..n_obs]) {
+                        let j = (((x - mu) * inv_step).round() + c).clamp(0.0, 2.0 * c) as usize;
+                        *a += t[j];
+                    }
+                    acc[n_obs] += direct(n_obs);
+                }
+                None => {
+                    for (k, a) in acc.iter_mut().enumerate() {
+                        *a += direct(k);
+                    }
+                }
+            }
+        }
+        Kernels::Categorical { n, log_probs, .. } => {
+            let nk = acc.len();
+            let c = (x as usize).min(n - 1);
+            for (a, lp) in acc.iter_mut().zip(&log_probs[c * nk..(c + 1) * nk]) {
+                *a += lp;
+            }
+        }
+    }
+}
+
+/// One draw of kernel `k` of one dimension inside `range`.
+fn draw<R: Rng + ?Sized>(ks: &Kernels, k: usize, range: &SampleRange, rng: &mut R) -> f64 {
+    match (ks, range) {
+        (Kernels::Numeric { mus, sigmas, .. }, SampleRange::Numeric { lo, hi, grid, grid_lo, grid_hi }) => {
+            let (mu, sigma) = (mus[k], sigmas[k]);
+            let z = sample_standard((lo - mu) / sigma, (hi - mu) / sigma, rng.random::<f64>());
+            let y = (mu + sigma * z).clamp(*lo, *hi);
+            match grid {
+                Some((g0, s)) => (g0 + ((y - g0) / s).round() * s).clamp(*grid_lo, *grid_hi),
+                None => y.clamp(*grid_lo, *grid_hi),
+            }
+        }
+        (Kernels::Categorical { n, probs, .. }, SampleRange::Categorical(mask)) => {
+            let row = if probs.len() == *n { &probs[..] } else { &probs[k * n..(k + 1) * n] };
+            let allowed = |c: usize| mask.as_ref().is_none_or(|m| m[c]);
+            let total: f64 = (0..*n).filter(|c| allowed(*c)).map(|c| row[c]).sum();
+            let options: Vec<usize> = (0..*n).filter(|c| allowed(*c)).collect();
+            if !(total > 0.0) {
+                // Nothing left with mass: uniform over the allowed choices.
+                let i = rng.random_range(0..options.len().max(1));
+                return options.get(i).copied().unwrap_or(0) as f64;
+            }
+            let mut u = rng.random::<f64>() * total;
+            for c in &options {
+                u -= row[*c];
+                if u < 0.0 {
+                    return *c as f64;
+                }
+            }
+            options.last().copied().unwrap_or(0) as f64
+        }
+        // Mismatched shapes cannot be built; fall back to the kernel centre.
+        (Kernels::Numeric { mus, .. }, _) => mus[k],
+        (Kernels::Categorical { .. }, _) => 0.0,
+    }
+}
+
+/// `ln(sum(exp(a)))`, stable.
+fn log_sum_exp(a: &[f64]) -> f64 {
+    let m = a.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if !m.is_finite() {
+        return m;
+    }
+    let s: f64 = a.iter().map(|x| (x - m).exp()).sum();
+    m + s.ln()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::distribution::{CategoricalDistribution, FloatDistribution, IntDistribution};
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    fn cfg(multivariate: bool) -> TpeConfig {
+        TpeConfig { multivariate, ..TpeConfig::default() }
+    }
+
+    fn estimator(dist: &Distribution, obs: &[f64], multivariate: bool) -> ParzenEstimator {
+        let dims = [Dim::of(dist)];
+        let xs: Vec<f64> = obs.iter().map(|x| transform(dist, *x)).collect();
+        ParzenEstimator::new(&[xs], &vec![1.0; obs.len()], &dims, &cfg(multivariate))
+    }
+
+    #[test]
+    fn continuous_density_integrates_to_one() {
+        for mv in [true, false] {
+            let d: Distribution = FloatDistribution::new(-2.0, 3.0).unwrap().into();
+            let pe = estimator(&d, &[-1.9, 0.0, 0.2, 2.9], mv);
+            assert_eq!(pe.n_kernels(), 5);
+            let n = 20_000;
+            let h = 5.0 / n as f64;
+            let xs: Vec<f64> = (0..n).map(|i| -2.0 + (i as f64 + 0.5) * h).collect();
+            let total: f64 = pe.log_pdf(&[xs]).iter().map(|l| l.exp() * h).sum();
+            assert!((total - 1.0).abs() < 1e-6, "multivariate={mv}: {total}");
+        }
+    }
+
+    #[test]
+    fn log_float_density_integrates_in_log_space() {
+        let d: Distribution = FloatDistribution::log(1e-4, 1.0).unwrap().into();
+        let pe = estimator(&d, &[1e-3, 2e-3, 0.5], true);
+        let (a, b) = (1e-4f64.ln(), 0.0);
+        let n = 20_000;
+        let h = (b - a) / n as f64;
+        let xs: Vec<f64> = (0..n).map(|i| a + (i as f64 + 0.5) * h).collect();
+        let total: f64 = pe.log_pdf(&[xs]).iter().map(|l| l.exp() * h).sum();
+        assert!((total - 1.0).abs() < 1e-6, "{total}");
+    }
+
+    #[test]
+    fn discrete_masses_sum_to_one_with_and_without_table() {
+        let cases: Vec<Distribution> = vec![
+            IntDistribution::new(0, 20).unwrap().into(),
+            IntDistribution::stepped(8, 64, 8).unwrap().into(),
+            FloatDistribution::stepped(0.0, 1.0, 0.1).unwrap().into(),
+        ];
+        for d in cases {
+            for mv in [true, false] {
+                let (lo, hi, s) = match Dim::of(&d) {
+                    Dim::Numeric { low, high, step } => (low, high, step.unwrap()),
+                    Dim::Categorical { .. } => unreachable!(),
+                };
+                let grid: Vec<f64> = (0..=((hi - lo) / s).round() as usize).map(|k| lo + k as f64 * s).collect();
+                let obs = [grid[1], grid[grid.len() / 2], grid[grid.len() - 1]];
+                let pe = estimator(&d, &obs, mv);
+                let total: f64 = pe.log_pdf(&[grid.clone()]).iter().map(|l| l.exp()).sum();
+                assert!((total - 1.0).abs() < 1e-9, "{d} mv={mv}: {total}");
+            }
+        }
+    }
+
+    #[test]
+    fn table_agrees_with_direct_evaluation() {
+        let d: Distribution = IntDistribution::new(0, 30).unwrap().into();
+        let obs = [3.0, 4.0, 17.0, 30.0];
+        let with = estimator(&d, &obs, true);
+        let mut without = with.clone();
+        if let Kernels::Numeric { table, .. } = &mut without.kernels[0] {
+            assert!(table.is_some());
+            *table = None;
+        }
+        let xs: Vec<f64> = (0..=30).map(f64::from).collect();
+        for (a, b) in with.log_pdf(&[xs.clone()]).iter().zip(without.log_pdf(&[xs])) {
+            assert!((a - b).abs() < 1e-12);
+        }
+    }
+
+    #[test]
+    fn categorical_kernels_follow_optuna() {
+        let d: Distribution = CategoricalDistribution::new(["a", "b", "c"]).unwrap().into();
+        // Observations a, a: 3 kernels; each row has 1/3 prior mass per choice.
+        let pe = estimator(&d, &[0.0, 0.0], true);
+        let p: Vec<f64> = pe.log_pdf(&[vec![0.0, 1.0, 2.0]]).iter().map(|l| l.exp()).collect();
+        let row_obs = [(1.0 / 3.0 + 1.0) / 2.0, (1.0 / 3.0) / 2.0, (1.0 / 3.0) / 2.0];
+        let expect_a = (2.0 * row_obs[0] + 1.0 / 3.0) / 3.0;
+        assert!((p[0] - expect_a).abs() < 1e-12);
+        assert!((p.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+        assert!(p[0] > p[1] && (p[1] - p[2]).abs() < 1e-15);
+    }
+
+    #[test]
+    fn sampling_respects_narrowed_support_and_grids() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let cases: Vec<(Distribution, Support, Vec<f64>)> = vec![
+            (FloatDistribution::new(0.0, 10.0).unwrap().into(), Support::range(7.0, 8.0), vec![1.0, 2.0]),
+            (FloatDistribution::log(1e-5, 1.0).unwrap().into(), Support::range(1e-5, 1e-4), vec![0.5, 0.9]),
+            (IntDistribution::stepped(0, 100, 5).unwrap().into(), Support::range(40.0, 60.0), vec![0.0, 100.0]),
+            (IntDistribution::log(1, 1024).unwrap().into(), Support::range(100.0, 200.0), vec![1.0, 2.0]),
+            (CategoricalDistribution::new([1, 2, 3, 4]).unwrap().into(), Support::choices([2, 3]), vec![0.0, 0.0]),
+        ];
+        for (d, s, obs) in cases {
+            let s = s.normalize("p", &d).unwrap();
+            let pe = estimator(&d, &obs, true);
+            let draws = pe.sample(&mut rng, 300, &[SampleRange::of(&d, &s)]);
+            for y in &draws[0] {
+                let x = untransform(&d, &s, *y);
+                assert!(d.contains(x) && s.allows(x), "{x} from {d} / {s:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn samples_concentrate_near_observations() {
+        let d: Distribution = FloatDistribution::new(0.0, 100.0).unwrap().into();
+        let obs: Vec<f64> = (0..30).map(|i| 20.0 + 0.1 * i as f64).collect();
+        let pe = estimator(&d, &obs, false);
+        let mut rng = ChaCha8Rng::seed_from_u64(2);
+        let draws = pe.sample(&mut rng, 1000, &[SampleRange::of(&d, &Support::Full)]);
+        let near = draws[0].iter().filter(|x| (**x - 21.5).abs() < 10.0).count();
+        assert!(near > 800, "{near}");
+    }
+
+    #[test]
+    fn univariate_bandwidths_are_neighbour_gaps() {
+        // Observations 2 and 6 on [0, 10] with the prior mean 5: sorted 2, 5, 6.
+        let s = univariate_sigmas(&[2.0, 6.0], 0.0, 10.0, 0.0, 5.0, false);
+        // Without endpoints the first and last use the gap to their inner
+        // neighbour: 2 -> 5 - 2 = 3, 6 -> 6 - 5 = 1.
+        assert_eq!(s, vec![3.0, 1.0]);
+        let s = univariate_sigmas(&[2.0, 6.0], 0.0, 10.0, 0.0, 5.0, true);
+        assert_eq!(s, vec![3.0, 4.0]);
+    }
+}

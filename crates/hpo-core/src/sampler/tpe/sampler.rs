@@ -1,0 +1,348 @@
+//! The TPE sampler: split, model, propose, pick.
+
+use super::config::TpeConfig;
+use super::observations::StudyObservations;
+use super::parzen::{transform, untransform, Dim, ParzenEstimator, SampleRange};
+use crate::distribution::{Distribution, Support};
+use crate::error::Result;
+use crate::sampler::{sample_uniform, Sampler};
+use crate::study::StudyView;
+use crate::trial::{FrozenTrial, TrialState};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+/// Tree-structured Parzen Estimator sampler (Optuna 5.0's `TPESampler`).
+///
+/// After [`TpeConfig::n_startup_trials`] random trials, each suggestion
+/// splits the finished trials into a good group (the best
+/// `min(ceil(0.1 n), 25)`) and the rest, fits a Parzen estimator to each,
+/// draws [`TpeConfig::n_ei_candidates`] candidates from the good one and
+/// returns the candidate with the largest density ratio good / bad.
+///
+/// * **Multivariate** (default): the relative search space is modelled
+///   jointly; with **group decomposition** (default) parameters that occur in
+///   different sets of trials (conditional spaces) are modelled in separate
+///   groups. Parameters outside the relative space are sampled one at a time.
+/// * **Constant liar** (default): other RUNNING trials count as bad
+///   observations, so parallel workers do not all propose the same point.
+/// * **Constraints**: trials that ran out of memory or were infeasible are
+///   always bad observations, so their region is avoided.
+/// * **Narrowed supports**: candidates are drawn inside the support a
+///   constraint allows; densities stay those of the declared distribution.
+///
+/// Observations are kept per study (by name) and updated incrementally; the
+/// sampler can be shared by threads and studies.
+#[derive(Debug)]
+pub struct TpeSampler {
+    config: TpeConfig,
+    rng: Mutex<ChaCha8Rng>,
+    studies: Mutex<HashMap<String, StudyObservations>>,
+}
+
+impl Default for TpeSampler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TpeSampler {
+    /// A sampler with Optuna's defaults, seeded from the operating system.
+    pub fn new() -> Self {
+        Self::build(TpeConfig::default())
+    }
+
+    /// A reproducible sampler with Optuna's defaults.
+    pub fn seeded(seed: u64) -> Self {
+        Self::build(TpeConfig::seeded(seed))
+    }
+
+    /// A sampler with the given settings, which are checked first.
+    pub fn with_config(config: TpeConfig) -> Result<Self> {
+        config.validate()?;
+        Ok(Self::build(config))
+    }
+
+    fn build(config: TpeConfig) -> Self {
+        let rng = match config.seed {
+            Some(s) => ChaCha8Rng::seed_from_u64(s),
+            None => ChaCha8Rng::from_os_rng(),
+        };
+        TpeSampler { config, rng: Mutex::new(rng), studies: Mutex::new(HashMap::new()) }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &TpeConfig {
+        &self.config
+    }
+
+    /// Proposes joint values for `space` (name, declared distribution, support).
+    fn sample_joint(
+        &self,
+        obs: &StudyObservations,
+        members: &[u32],
+        study: &StudyView<'_>,
+        trial: &FrozenTrial,
+        space: &[(&str, &Distribution, &Support)],
+        rng: &mut ChaCha8Rng,
+    ) -> Vec<f64> {
+        let cfg = &self.config;
+        let dims: Vec<Dim> = space.iter().map(|(_, d, _)| Dim::of(d)).collect();
+        let columns: Vec<&[f64]> = space.iter().map(|(n, d, _)| obs.column(n, d)).collect();
+        let n_below = cfg.gamma(members.len());
+        let (below, above) = obs.split(members, n_below, study.directions().len());
+
+        let below_x = gather(&columns, &below, &[]);
+        let liars = if cfg.constant_liar { running(study, trial, space) } else { Vec::new() };
+        let above_x = gather(&columns, &above, &liars);
+        let nb = below_x.first().map_or(0, Vec::len);
+        let na = above_x.first().map_or(0, Vec::len);
+        let pe_below = ParzenEstimator::new(&below_x, &cfg.weights.weights(nb), &dims, cfg);
+        let pe_above = ParzenEstimator::new(&above_x, &cfg.weights.weights(na), &dims, cfg);
+
+        let ranges: Vec<SampleRange> = space.iter().map(|(_, d, s)| SampleRange::of(d, s)).collect();
+        let candidates = pe_below.sample(rng, cfg.n_ei_candidates, &ranges);
+        let lb = pe_below.log_pdf(&candidates);
+        let la = pe_above.log_pdf(&candidates);
+        let mut best = 0;
+        let mut best_score = f64::NEG_INFINITY;
+        for (i, (b, a)) in lb.iter().zip(&la).enumerate() {
+            let score = b - a;
+            if score > best_score {
+                best = i;
+                best_score = score;
+            }
+        }
+        space
+            .iter()
+            .zip(&candidates)
+            .map(|((_, d, s), c)| untransform(d, s, c[best]))
+            .collect()
+    }
+}
+
+/// Values (modelled units) per dimension of the trials `numbers` that have
+/// every column, merged in number order with `extra` (number, values) rows.
+fn gather(columns: &[&[f64]], numbers: &[u32], extra: &[(u64, Vec<f64>)]) -> Vec<Vec<f64>> {
+    let mut out: Vec<Vec<f64>> = vec![Vec::with_capacity(numbers.len() + extra.len()); columns.len()];
+    let value = |c: &[f64], n: u32| c.get(n as usize).copied().unwrap_or(f64::NAN);
+    let mut e = 0;
+    let push_extra_until = |limit: u64, out: &mut Vec<Vec<f64>>, e: &mut usize| {
+        while *e < extra.len() && extra[*e].0 < limit {
+            for (o, v) in out.iter_mut().zip(&extra[*e].1) {
+                o.push(*v);
+            }
+            *e += 1;
+        }
+    };
+    for n in numbers {
+        push_extra_until(u64::from(*n), &mut out, &mut e);
+        if columns.iter().all(|c| !value(c, *n).is_nan()) {
+            for (o, c) in out.iter_mut().zip(columns) {
+                o.push(value(c, *n));
+            }
+        }
+    }
+    push_extra_until(u64::MAX, &mut out, &mut e);
+    out
+}
+
+/// Other RUNNING trials that already have every parameter of `space` (the
+/// constant liar's fake bad observations), by number.
+fn running(study: &StudyView<'_>, trial: &FrozenTrial, space: &[(&str, &Distribution, &Support)]) -> Vec<(u64, Vec<f64>)> {
+    let mut out: Vec<(u64, Vec<f64>)> = study
+        .trials()
+        .iter()
+        .filter(|t| t.state == TrialState::Running && t.id != trial.id)
+        .filter_map(|t| {
+            let values: Option<Vec<f64>> = space
+                .iter()
+                .map(|(n, d, _)| match (t.params.get(*n), t.distributions.get(*n)) {
+                    (Some(x), Some(td)) if td == *d => Some(transform(d, *x)),
+                    _ => None,
+                })
+                .collect();
+            Some((t.number, values?))
+        })
+        .collect();
+    out.sort_by_key(|(n, _)| *n);
+    out
+}
+
+impl Sampler for TpeSampler {
+    fn infer_relative_search_space(&self, study: &StudyView<'_>, _trial: &FrozenTrial) -> BTreeMap<String, Distribution> {
+        if !self.config.multivariate {
+            return BTreeMap::new();
+        }
+        let Ok(mut studies) = self.studies.lock() else { return BTreeMap::new() };
+        let obs = studies.entry(study.name().to_owned()).or_default();
+        obs.sync(study);
+        if self.config.group {
+            obs.group().spaces().into_iter().flatten().collect()
+        } else {
+            obs.intersection().space()
+        }
+    }
+
+    fn sample_relative(
+        &self,
+        study: &StudyView<'_>,
+        trial: &FrozenTrial,
+        space: &BTreeMap<String, Distribution>,
+    ) -> Result<BTreeMap<String, f64>> {
+        if space.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let mut studies = self.studies.lock()?;
+        let obs = studies.entry(study.name().to_owned()).or_default();
+        let members = obs.sync(study);
+        if members.len() < self.config.n_startup_trials {
+            return Ok(BTreeMap::new());
+        }
+        let groups: Vec<Vec<&str>> = if self.config.group {
+            obs.group()
+                .spaces()
+                .iter()
+                .map(|g| g.keys().filter(|k| space.contains_key(*k)).map(|k| space_key(space, k)).collect())
+                .collect()
+        } else {
+            vec![space.keys().map(String::as_str).collect()]
+        };
+        let full = Support::Full;
+        let mut rng = self.rng.lock()?;
+        let mut out = BTreeMap::new();
+        for names in groups.into_iter().filter(|g| !g.is_empty()) {
+            let sub: Vec<(&str, &Distribution, &Support)> = names
+                .iter()
+                .filter_map(|n| space.get(*n).map(|d| (*n, d, &full)))
+                .collect();
+            let values = self.sample_joint(obs, &members, study, trial, &sub, &mut rng);
+            for ((n, _, _), v) in sub.iter().zip(values) {
+                out.insert((*n).to_owned(), v);
+            }
+        }
+        Ok(out)
+    }
+
+    fn sample_independent(
+        &self,
+        study: &StudyView<'_>,
+        trial: &FrozenTrial,
+        name: &str,
+        dist: &Distribution,
+        support: &Support,
+    ) -> Result<f64> {
+        let mut studies = self.studies.lock()?;
+        let obs = studies.entry(study.name().to_owned()).or_default();
+        let members = obs.sync(study);
+        let mut rng = self.rng.lock()?;
+        if members.len() < self.config.n_startup_trials {
+            return Ok(sample_uniform(&mut *rng, dist, support));
+        }
+        let v = self.sample_joint(obs, &members, study, trial, &[(name, dist, support)], &mut rng);
+        Ok(v.first().copied().unwrap_or_else(|| sample_uniform(&mut *rng, dist, support)))
+    }
+}
+
+/// `k` as a `&str` borrowed from `space` (so it outlives the group list).
+fn space_key<'s>(space: &'s BTreeMap<String, Distribution>, k: &str) -> &'s str {
+    space.get_key_value(k).map_or("", |(key, _)| key.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::distribution::{CategoricalDistribution, FloatDistribution};
+    use crate::study::Direction;
+    use std::sync::Arc;
+
+    fn float() -> Distribution {
+        FloatDistribution::new(0.0, 1.0).unwrap().into()
+    }
+
+    fn complete(number: u64, x: f64, value: f64) -> Arc<FrozenTrial> {
+        let mut t = FrozenTrial::new(number, number, TrialState::Complete);
+        t.params.insert("x".into(), x);
+        t.distributions.insert("x".into(), float());
+        t.values = Some(vec![value]);
+        Arc::new(t)
+    }
+
+    fn running_at(number: u64, x: f64) -> Arc<FrozenTrial> {
+        let mut t = FrozenTrial::new(number, number, TrialState::Running);
+        t.params.insert("x".into(), x);
+        t.distributions.insert("x".into(), float());
+        Arc::new(t)
+    }
+
+    #[test]
+    fn gather_merges_liars_in_number_order_and_skips_incomplete_rows() {
+        let a = [0.1, f64::NAN, 0.3, 0.4];
+        let b = [1.0, 2.0, 3.0, f64::NAN];
+        let out = gather(&[&a, &b], &[0, 1, 2, 3], &[(1, vec![9.0, 9.5]), (7, vec![8.0, 8.5])]);
+        assert_eq!(out, vec![vec![0.1, 9.0, 0.3, 8.0], vec![1.0, 9.5, 3.0, 8.5]]);
+    }
+
+    #[test]
+    fn constant_liar_pushes_proposals_away_from_running_trials() {
+        // Good trials near 0.5; another worker is already evaluating 0.5.
+        let mut trials: Vec<Arc<FrozenTrial>> = (0..40)
+            .map(|i| {
+                let x = i as f64 / 40.0;
+                complete(i, x, (x - 0.5).abs())
+            })
+            .collect();
+        let liars: Vec<Arc<FrozenTrial>> = (0..30).map(|i| running_at(100 + i, 0.5 + (i as f64 - 15.0) * 1e-3)).collect();
+        trials.extend(liars);
+        let me = FrozenTrial::new(999, 999, TrialState::Running);
+        trials.push(Arc::new(me.clone()));
+        let dirs = [Direction::Minimize];
+        let view = StudyView::new("s", &dirs, &trials);
+        let near = |liar: bool| {
+            let s = TpeSampler::with_config(TpeConfig { constant_liar: liar, ..TpeConfig::seeded(5) }).unwrap();
+            (0..40)
+                .filter(|_| {
+                    let x = s.sample_independent(&view, &me, "x", &float(), &Support::Full).unwrap();
+                    (x - 0.5).abs() < 0.02
+                })
+                .count()
+        };
+        let (with, without) = (near(true), near(false));
+        assert!(with < without, "with liar {with}, without {without}");
+    }
+
+    #[test]
+    fn independent_sampling_respects_narrowed_categorical_support() {
+        let cat: Distribution = CategoricalDistribution::new(["a", "b", "c", "d"]).unwrap().into();
+        let trials: Vec<Arc<FrozenTrial>> = (0..30)
+            .map(|i| {
+                let mut t = FrozenTrial::new(i, i, TrialState::Complete);
+                t.params.insert("c".into(), (i % 4) as f64);
+                t.distributions.insert("c".into(), cat.clone());
+                // Two trials with choice 0 are best, then choice 2; the
+                // support below excludes choice 0.
+                let v = match i % 4 {
+                    0 if i < 8 => 0.0,
+                    2 => 1.0,
+                    _ => 5.0,
+                };
+                t.values = Some(vec![v]);
+                Arc::new(t)
+            })
+            .collect();
+        let dirs = [Direction::Minimize];
+        let view = StudyView::new("s", &dirs, &trials);
+        let me = FrozenTrial::new(99, 99, TrialState::Running);
+        let s = TpeSampler::seeded(1);
+        let support = Support::choices([2, 3]);
+        let mut counts = [0; 4];
+        for _ in 0..50 {
+            let x = s.sample_independent(&view, &me, "c", &cat, &support).unwrap();
+            counts[x as usize] += 1;
+        }
+        assert_eq!(counts[0] + counts[1], 0);
+        // Among the allowed choices, the better one (2) is preferred.
+        assert!(counts[2] > counts[3], "{counts:?}");
+    }
+}
