@@ -58,7 +58,7 @@ pub use crate::distribution::{
 };
 pub use crate::error::{Error, Result};
 pub use crate::pruner::{NopPruner, Pruner};
-pub use crate::sampler::{GridSampler, RandomSampler, Sampler, TpeConfig, TpeSampler, TpeWeights};
+pub use crate::sampler::{GridSampler, RandomSampler, Sampler, TpeBandwidth, TpeConfig, TpeSampler, TpeWeights};
 pub use crate::storage::{InMemoryStorage, Storage, StudySummary};
 pub use crate::study::{Direction, Optimize, Study, StudyBuilder, StudyView};
 pub use crate::trial::{FailureKind, FrozenTrial, IntoTrialResult, Trial, TrialError, TrialState};

@@ -24,7 +24,7 @@ mod tpe;
 pub use self::grid::GridSampler;
 pub use self::random::RandomSampler;
 pub(crate) use self::random::sample_uniform;
-pub use self::tpe::{TpeConfig, TpeSampler, TpeWeights};
+pub use self::tpe::{TpeBandwidth, TpeConfig, TpeSampler, TpeWeights};
 
 use crate::distribution::{Distribution, Support};
 use crate::error::Result;

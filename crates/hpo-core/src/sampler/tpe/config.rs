@@ -36,13 +36,30 @@ impl TpeWeights {
     }
 }
 
+/// How kernel bandwidths are chosen for numeric parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TpeBandwidth {
+    /// Optuna 5.0: each kernel's bandwidth is the larger gap to its
+    /// neighbours among the sorted observations and the range ends (in
+    /// univariate and multivariate mode alike).
+    #[default]
+    NeighbourGap,
+    /// Optuna 2.x-4.x multivariate rule: one bandwidth per dimension,
+    /// `sigma0_magnitude * n^(-1 / (d + 4)) * range` (Scott-like).
+    Scott,
+}
+
 /// Settings of [`super::TpeSampler`]; the defaults are Optuna 5.0's `TPESampler()`.
 ///
 /// Persisted with serde, so a study can record how it was sampled. Every
 /// field has a default, so `{}` is a valid configuration.
+///
+/// Build variations with struct update syntax:
+/// `TpeConfig { multivariate: false, ..TpeConfig::seeded(1) }`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-#[non_exhaustive]
 pub struct TpeConfig {
     /// Trials sampled uniformly at random before TPE starts (default 10).
     pub n_startup_trials: usize,
@@ -61,15 +78,20 @@ pub struct TpeConfig {
     /// Let the outermost kernels' bandwidths reach to the range's ends
     /// (univariate bandwidths only; default false).
     pub consider_endpoints: bool,
-    /// Model the relative search space jointly (default true, as in Optuna 5).
-    pub multivariate: bool,
+    /// Model the relative search space jointly. `None` (default) does as
+    /// Optuna 5.0: multivariate for one objective, independent for several.
+    pub multivariate: Option<bool>,
     /// Decompose the relative search space into groups of parameters that
-    /// always appear together (conditional spaces; default true).
+    /// always appear together, so conditional parameters are modelled jointly
+    /// too (default true; Optuna 5.0 defaults to false, which samples
+    /// conditional parameters independently).
     pub group: bool,
     /// Count other RUNNING trials' parameters as bad observations, so
     /// parallel workers spread out (default true).
     pub constant_liar: bool,
-    /// Bandwidth scale of multivariate kernels, Optuna's `SIGMA0_MAGNITUDE` (default 0.2).
+    /// How numeric bandwidths are chosen (default: Optuna 5.0's neighbour gaps).
+    pub bandwidth: TpeBandwidth,
+    /// Bandwidth scale of [`TpeBandwidth::Scott`], Optuna's `SIGMA0_MAGNITUDE` (default 0.2).
     pub sigma0_magnitude: f64,
     /// Random seed; `None` seeds from the operating system.
     pub seed: Option<u64>,
@@ -86,9 +108,10 @@ impl Default for TpeConfig {
             prior_weight: 1.0,
             consider_magic_clip: true,
             consider_endpoints: false,
-            multivariate: true,
+            multivariate: None,
             group: true,
             constant_liar: true,
+            bandwidth: TpeBandwidth::NeighbourGap,
             sigma0_magnitude: 0.2,
             seed: None,
         }
@@ -101,9 +124,21 @@ impl TpeConfig {
         TpeConfig { seed: Some(seed), ..Self::default() }
     }
 
-    /// Size of the "good" group among `n` observations: `min(ceil(gamma_fraction * n), gamma_max)`.
-    pub fn gamma(&self, n: usize) -> usize {
-        ((self.gamma_fraction * n as f64).ceil() as usize).min(self.gamma_max)
+    /// Size of the "good" group among `n` observations:
+    /// `min(ceil(gamma_fraction * n), gamma_max)`, without the cap for
+    /// several objectives (Optuna's `default_gamma_multiobjective`).
+    pub fn gamma(&self, n: usize, n_objectives: usize) -> usize {
+        let g = (self.gamma_fraction * n as f64).ceil() as usize;
+        if n_objectives > 1 {
+            g
+        } else {
+            g.min(self.gamma_max)
+        }
+    }
+
+    /// Whether the relative search space is modelled jointly for a study with `n_objectives`.
+    pub fn is_multivariate(&self, n_objectives: usize) -> bool {
+        self.multivariate.unwrap_or(n_objectives <= 1)
     }
 
     /// Checks the settings, naming the first bad one.
@@ -135,12 +170,14 @@ mod tests {
     #[test]
     fn gamma_is_optunas() {
         let c = TpeConfig::default();
-        assert_eq!(c.gamma(0), 0);
-        assert_eq!(c.gamma(1), 1);
-        assert_eq!(c.gamma(10), 1);
-        assert_eq!(c.gamma(11), 2);
-        assert_eq!(c.gamma(100), 10);
-        assert_eq!(c.gamma(1000), 25);
+        assert_eq!(c.gamma(0, 1), 0);
+        assert_eq!(c.gamma(1, 1), 1);
+        assert_eq!(c.gamma(10, 1), 1);
+        assert_eq!(c.gamma(11, 1), 2);
+        assert_eq!(c.gamma(100, 1), 10);
+        assert_eq!(c.gamma(1000, 1), 25);
+        assert_eq!(c.gamma(1000, 2), 100);
+        assert!(c.is_multivariate(1) && !c.is_multivariate(2));
     }
 
     #[test]

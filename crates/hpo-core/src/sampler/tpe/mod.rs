@@ -48,5 +48,5 @@ mod parzen;
 mod sampler;
 mod truncnorm;
 
-pub use self::config::{TpeConfig, TpeWeights};
+pub use self::config::{TpeBandwidth, TpeConfig, TpeWeights};
 pub use self::sampler::TpeSampler;

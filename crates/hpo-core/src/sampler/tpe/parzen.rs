@@ -16,19 +16,18 @@
 //!
 //! Evaluation is the hot loop of TPE (candidates x kernels x dimensions), so
 //! per-kernel constants (weights, log normalisers, bandwidths) are precomputed,
-//! and stepped dimensions whose kernels share a bandwidth (multivariate mode)
-//! read their cell masses from a table indexed by grid offset.
+//! and stepped dimensions compute one cell mass per distinct kernel (grid
+//! observations repeat), not one per kernel.
 
-use super::config::TpeConfig;
+use super::config::{TpeBandwidth, TpeConfig};
 use super::truncnorm::{log_gauss_mass, sample_standard, LN_SQRT_2PI};
 use crate::distribution::{Distribution, Support};
 use crate::sampler::bounds;
 use rand::Rng;
+use std::collections::HashMap;
 
 /// Smallest bandwidth without the magic clip (Optuna's `EPS`).
 const EPS: f64 = 1e-12;
-/// Largest stepped grid (cells from end to end) that gets a lookup table.
-const MAX_TABLE_CELLS: usize = 1 << 14;
 
 /// One parameter's modelled domain, in transformed units.
 #[derive(Debug, Clone, PartialEq)]
@@ -153,13 +152,11 @@ impl SampleRange {
 enum Kernels {
     Numeric {
         mus: Vec<f64>,
-        sigmas: Vec<f64>,
         inv_sigmas: Vec<f64>,
         step: Option<f64>,
-        /// Cell log masses by grid offset `j + cells` for kernels `0..n_obs`
-        /// when they share one bandwidth (discrete dimensions only).
-        table: Option<Vec<f64>>,
-        cells: usize,
+        /// Distinct (mu, sigma) of a discrete dimension, and each kernel's index into them.
+        pairs: Vec<(f64, f64)>,
+        pair_of: Vec<u32>,
     },
     Categorical {
         n: usize,
@@ -259,14 +256,16 @@ fn numeric(
     consts: &mut [f64],
 ) -> Kernels {
     let s0 = step.unwrap_or(0.0);
-    let width = high - low + s0;
+    // The adapted range: stepped dimensions reach half a step beyond the ends.
+    let (lo, hi) = (low - s0 / 2.0, high + s0 / 2.0);
+    let width = hi - lo;
     let n = xs.len();
-    let prior_mu = 0.5 * (low + high);
-    let mut sigmas: Vec<f64> = if cfg.multivariate {
-        let sigma = cfg.sigma0_magnitude * (n.max(1) as f64).powf(-1.0 / (n_dims as f64 + 4.0)) * width;
-        vec![sigma; n]
-    } else {
-        univariate_sigmas(xs, low, high, s0, prior_mu, cfg.consider_endpoints)
+    let mut sigmas: Vec<f64> = match cfg.bandwidth {
+        TpeBandwidth::Scott => {
+            let sigma = cfg.sigma0_magnitude * (n.max(1) as f64).powf(-1.0 / (n_dims as f64 + 4.0)) * width;
+            vec![sigma; n]
+        }
+        _ => neighbour_gaps(xs, lo, hi, cfg.consider_endpoints),
     };
     let max_sigma = width;
     let min_sigma = if cfg.consider_magic_clip { width / (100.0f64).min(1.0 + (n + 1) as f64) } else { EPS };
@@ -274,9 +273,8 @@ fn numeric(
         *s = s.clamp(min_sigma, max_sigma.max(min_sigma));
     }
     let mut mus = xs.to_vec();
-    mus.push(prior_mu);
+    mus.push(0.5 * (lo + hi));
     sigmas.push(width.max(EPS));
-    let (lo, hi) = (low - s0 / 2.0, high + s0 / 2.0);
     for (k, c) in consts.iter_mut().enumerate() {
         let (mu, sigma) = (mus[k], sigmas[k]);
         *c -= log_gauss_mass((lo - mu) / sigma, (hi - mu) / sigma);
@@ -285,33 +283,39 @@ fn numeric(
         }
     }
     let inv_sigmas: Vec<f64> = sigmas.iter().map(|s| 1.0 / s).collect();
-    let cells = step.map_or(0, |s| ((high - low) / s).round() as usize);
-    let shared = n > 0 && sigmas[..n].iter().all(|s| *s == sigmas[0]);
-    let table = match step {
-        Some(s) if shared && cells <= MAX_TABLE_CELLS => {
-            let r = s / sigmas[0];
-            Some((0..=2 * cells).map(|j| {
-                let j = j as f64 - cells as f64;
-                log_gauss_mass((j - 0.5) * r, (j + 0.5) * r)
-            }).collect())
-        }
-        _ => None,
+    // Discrete dimensions evaluate one cell mass per distinct (mu, sigma):
+    // observations on a grid repeat, so there are far fewer than kernels.
+    let (pairs, pair_of) = if step.is_some() {
+        let mut index: HashMap<(u64, u64), u32> = HashMap::new();
+        let mut pairs = Vec::new();
+        let pair_of = mus
+            .iter()
+            .zip(&sigmas)
+            .map(|(m, s)| {
+                *index.entry((m.to_bits(), s.to_bits())).or_insert_with(|| {
+                    pairs.push((*m, *s));
+                    (pairs.len() - 1) as u32
+                })
+            })
+            .collect();
+        (pairs, pair_of)
+    } else {
+        (Vec::new(), Vec::new())
     };
-    Kernels::Numeric { mus, sigmas, inv_sigmas, step, table, cells }
+    Kernels::Numeric { mus, inv_sigmas, step, pairs, pair_of }
 }
 
-/// Optuna's univariate bandwidths: the larger gap to a neighbour among the
-/// sorted observations, the prior mean and the range ends.
-fn univariate_sigmas(xs: &[f64], low: f64, high: f64, s0: f64, prior_mu: f64, endpoints: bool) -> Vec<f64> {
-    let mut with_prior: Vec<f64> = xs.to_vec();
-    with_prior.push(prior_mu);
-    let mut order: Vec<usize> = (0..with_prior.len()).collect();
-    order.sort_by(|a, b| with_prior[*a].total_cmp(&with_prior[*b]));
-    let mut ends = Vec::with_capacity(order.len() + 2);
-    ends.push(low - s0 / 2.0);
-    ends.extend(order.iter().map(|i| with_prior[*i]));
-    ends.push(high + s0 / 2.0);
-    let m = order.len();
+/// Optuna 5.0's bandwidths: for each observation, the larger gap to its
+/// neighbours among the sorted observations and the range ends `lo`, `hi`;
+/// without `endpoints`, the outermost use the gap to their inner neighbour.
+fn neighbour_gaps(xs: &[f64], lo: f64, hi: f64, endpoints: bool) -> Vec<f64> {
+    let m = xs.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|a, b| xs[*a].total_cmp(&xs[*b]));
+    let mut ends = Vec::with_capacity(m + 2);
+    ends.push(lo);
+    ends.extend(order.iter().map(|i| xs[*i]));
+    ends.push(hi);
     let mut sorted_sigmas: Vec<f64> = (1..=m).map(|i| (ends[i] - ends[i - 1]).max(ends[i + 1] - ends[i])).collect();
     if !endpoints && ends.len() >= 4 {
         sorted_sigmas[0] = ends[2] - ends[1];
@@ -321,7 +325,6 @@ fn univariate_sigmas(xs: &[f64], low: f64, high: f64, s0: f64, prior_mu: f64, en
     for (rank, i) in order.iter().enumerate() {
         sigmas[*i] = sorted_sigmas[rank];
     }
-    sigmas.truncate(xs.len());
     sigmas
 }
 
@@ -362,25 +365,11 @@ fn add_log_kernel(ks: &Kernels, x: f64, acc: &mut [f64]) {
                 *a -= 0.5 * z * z;
             }
         }
-        Kernels::Numeric { mus, sigmas, step: Some(s), table, cells, .. } => {
-            let half = s / 2.0;
-            let n_obs = mus.len() - 1;
-            let direct = |k: usize| log_gauss_mass((x - half - mus[k]) / sigmas[k], (x + half - mus[k]) / sigmas[k]);
-            match table {
-                Some(t) => {
-                    let inv_step = 1.0 / s;
-                    let c = *cells as f64;
-                    for (a, mu) in acc[..n_obs].iter_mut().zip(&mus[..n_obs]) {
-                        let j = (((x - mu) * inv_step).round() + c).clamp(0.0, 2.0 * c) as usize;
-                        *a += t[j];
-                    }
-                    acc[n_obs] += direct(n_obs);
-                }
-                None => {
-                    for (k, a) in acc.iter_mut().enumerate() {
-                        *a += direct(k);
-                    }
-                }
+        Kernels::Numeric { step: Some(s), pairs, pair_of, .. } => {
+            let (left, right) = (x - s / 2.0, x + s / 2.0);
+            let masses: Vec<f64> = pairs.iter().map(|(mu, sigma)| log_gauss_mass((left - mu) / sigma, (right - mu) / sigma)).collect();
+            for (a, p) in acc.iter_mut().zip(pair_of) {
+                *a += masses[*p as usize];
             }
         }
         Kernels::Categorical { n, log_probs, .. } => {
@@ -396,8 +385,8 @@ fn add_log_kernel(ks: &Kernels, x: f64, acc: &mut [f64]) {
 /// One draw of kernel `k` of one dimension inside `range`.
 fn draw<R: Rng + ?Sized>(ks: &Kernels, k: usize, range: &SampleRange, rng: &mut R) -> f64 {
     match (ks, range) {
-        (Kernels::Numeric { mus, sigmas, .. }, SampleRange::Numeric { lo, hi, grid, grid_lo, grid_hi }) => {
-            let (mu, sigma) = (mus[k], sigmas[k]);
+        (Kernels::Numeric { mus, inv_sigmas, .. }, SampleRange::Numeric { lo, hi, grid, grid_lo, grid_hi }) => {
+            let (mu, sigma) = (mus[k], 1.0 / inv_sigmas[k]);
             let z = sample_standard((lo - mu) / sigma, (hi - mu) / sigma, rng.random::<f64>());
             let y = (mu + sigma * z).clamp(*lo, *hi);
             match grid {
@@ -447,14 +436,15 @@ mod tests {
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
 
-    fn cfg(multivariate: bool) -> TpeConfig {
-        TpeConfig { multivariate, ..TpeConfig::default() }
+    fn cfg(scott: bool) -> TpeConfig {
+        let bandwidth = if scott { TpeBandwidth::Scott } else { TpeBandwidth::NeighbourGap };
+        TpeConfig { bandwidth, ..TpeConfig::default() }
     }
 
-    fn estimator(dist: &Distribution, obs: &[f64], multivariate: bool) -> ParzenEstimator {
+    fn estimator(dist: &Distribution, obs: &[f64], scott: bool) -> ParzenEstimator {
         let dims = [Dim::of(dist)];
         let xs: Vec<f64> = obs.iter().map(|x| transform(dist, *x)).collect();
-        ParzenEstimator::new(&[xs], &vec![1.0; obs.len()], &dims, &cfg(multivariate))
+        ParzenEstimator::new(&[xs], &vec![1.0; obs.len()], &dims, &cfg(scott))
     }
 
     #[test]
@@ -467,7 +457,7 @@ mod tests {
             let h = 5.0 / n as f64;
             let xs: Vec<f64> = (0..n).map(|i| -2.0 + (i as f64 + 0.5) * h).collect();
             let total: f64 = pe.log_pdf(&[xs]).iter().map(|l| l.exp() * h).sum();
-            assert!((total - 1.0).abs() < 1e-6, "multivariate={mv}: {total}");
+            assert!((total - 1.0).abs() < 1e-6, "scott={mv}: {total}");
         }
     }
 
@@ -484,7 +474,7 @@ mod tests {
     }
 
     #[test]
-    fn discrete_masses_sum_to_one_with_and_without_table() {
+    fn discrete_masses_sum_to_one() {
         let cases: Vec<Distribution> = vec![
             IntDistribution::new(0, 20).unwrap().into(),
             IntDistribution::stepped(8, 64, 8).unwrap().into(),
@@ -506,18 +496,17 @@ mod tests {
     }
 
     #[test]
-    fn table_agrees_with_direct_evaluation() {
+    fn repeated_grid_observations_share_kernels() {
         let d: Distribution = IntDistribution::new(0, 30).unwrap().into();
-        let obs = [3.0, 4.0, 17.0, 30.0];
-        let with = estimator(&d, &obs, true);
-        let mut without = with.clone();
-        if let Kernels::Numeric { table, .. } = &mut without.kernels[0] {
-            assert!(table.is_some());
-            *table = None;
-        }
-        let xs: Vec<f64> = (0..=30).map(f64::from).collect();
-        for (a, b) in with.log_pdf(&[xs.clone()]).iter().zip(without.log_pdf(&[xs])) {
-            assert!((a - b).abs() < 1e-12);
+        let obs = [3.0, 3.0, 3.0, 17.0, 17.0, 30.0];
+        let pe = estimator(&d, &obs, true);
+        match &pe.kernels[0] {
+            // 3, 17, 30 share one bandwidth (Scott); the prior is its own.
+            Kernels::Numeric { pairs, pair_of, .. } => {
+                assert_eq!(pairs.len(), 4);
+                assert_eq!(pair_of, &vec![0, 0, 0, 1, 1, 2, 3]);
+            }
+            Kernels::Categorical { .. } => unreachable!(),
         }
     }
 
@@ -567,13 +556,15 @@ mod tests {
     }
 
     #[test]
-    fn univariate_bandwidths_are_neighbour_gaps() {
-        // Observations 2 and 6 on [0, 10] with the prior mean 5: sorted 2, 5, 6.
-        let s = univariate_sigmas(&[2.0, 6.0], 0.0, 10.0, 0.0, 5.0, false);
-        // Without endpoints the first and last use the gap to their inner
-        // neighbour: 2 -> 5 - 2 = 3, 6 -> 6 - 5 = 1.
-        assert_eq!(s, vec![3.0, 1.0]);
-        let s = univariate_sigmas(&[2.0, 6.0], 0.0, 10.0, 0.0, 5.0, true);
-        assert_eq!(s, vec![3.0, 4.0]);
+    fn bandwidths_are_neighbour_gaps() {
+        // Observations 6, 2, 3 on [0, 10]: sorted 2, 3, 6.
+        // Without endpoints the outermost use the gap to their inner
+        // neighbour: 2 -> 1, 6 -> 3; the middle one the larger gap: 3 -> 3.
+        assert_eq!(neighbour_gaps(&[6.0, 2.0, 3.0], 0.0, 10.0, false), vec![3.0, 1.0, 3.0]);
+        // With endpoints: 2 -> max(2, 1) = 2, 6 -> max(3, 4) = 4.
+        assert_eq!(neighbour_gaps(&[6.0, 2.0, 3.0], 0.0, 10.0, true), vec![4.0, 2.0, 3.0]);
+        // One observation: the larger distance to an end.
+        assert_eq!(neighbour_gaps(&[2.0], 0.0, 10.0, false), vec![8.0]);
+        assert!(neighbour_gaps(&[], 0.0, 10.0, false).is_empty());
     }
 }

@@ -90,7 +90,7 @@ impl TpeSampler {
         let cfg = &self.config;
         let dims: Vec<Dim> = space.iter().map(|(_, d, _)| Dim::of(d)).collect();
         let columns: Vec<&[f64]> = space.iter().map(|(n, d, _)| obs.column(n, d)).collect();
-        let n_below = cfg.gamma(members.len());
+        let n_below = cfg.gamma(members.len(), study.directions().len());
         let (below, above) = obs.split(members, n_below, study.directions().len());
 
         let below_x = gather(&columns, &below, &[]);
@@ -172,7 +172,7 @@ fn running(study: &StudyView<'_>, trial: &FrozenTrial, space: &[(&str, &Distribu
 
 impl Sampler for TpeSampler {
     fn infer_relative_search_space(&self, study: &StudyView<'_>, _trial: &FrozenTrial) -> BTreeMap<String, Distribution> {
-        if !self.config.multivariate {
+        if !self.config.is_multivariate(study.directions().len()) {
             return BTreeMap::new();
         }
         let Ok(mut studies) = self.studies.lock() else { return BTreeMap::new() };
