@@ -8,7 +8,7 @@
 //! and `.md`, and prints the markdown table.
 //!
 //! ```text
-//! cargo bench --bench sample_efficiency [-- --trials 200 --seeds 10 --samplers tpe,tpe_independent,random]
+//! cargo bench --bench sample_efficiency [-- --trials 200 --seeds 10 --samplers 'tpe;tpe_independent;random']
 //! ```
 
 use anyhow::{bail, Context, Result};
@@ -104,15 +104,22 @@ fn make_sampler(name: &str, seed: u64) -> Result<Box<dyn Sampler>> {
     Ok(match name {
         "tpe" => Box::new(TpeSampler::seeded(seed)),
         "tpe_independent" => Box::new(TpeSampler::with_config(TpeConfig { multivariate: Some(false), ..TpeConfig::seeded(seed) })?),
+        "tpe_optuna" => Box::new(TpeSampler::with_config(TpeConfig { seed: Some(seed), ..TpeConfig::optuna() })?),
         "random" => Box::new(RandomSampler::seeded(seed)),
-        other => bail!("unknown sampler `{other}` (tpe, tpe_independent, random)"),
+        // `tpe{"n_ei_candidates": 64}`: TPE with settings merged over the defaults.
+        spec if spec.starts_with("tpe{") => {
+            let mut cfg: TpeConfig = serde_json::from_str(&spec[3..]).with_context(|| format!("sampler spec `{spec}`"))?;
+            cfg.seed = Some(seed);
+            Box::new(TpeSampler::with_config(cfg)?)
+        }
+        other => bail!("unknown sampler `{other}` (tpe, tpe_optuna, tpe_independent, random, tpe{{json}})"),
     })
 }
 
 /// Optuna's sampler with the same role.
 fn optuna_name(name: &str) -> &str {
     match name {
-        "tpe" => "tpe_default",
+        "tpe" | "tpe_optuna" => "tpe_default",
         other => other,
     }
 }
@@ -163,14 +170,14 @@ fn fmt(x: f64) -> String {
 fn main() -> Result<()> {
     let mut n_trials = 200usize;
     let mut n_seeds = 10u64;
-    let mut samplers = "tpe,tpe_independent,random".to_owned();
+    let mut samplers = "tpe;tpe_optuna;tpe_independent;random".to_owned();
     let mut problems = PROBLEMS.iter().map(|p| p.name).collect::<Vec<_>>().join(",");
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--trials" => n_trials = args.next().context("--trials N")?.parse()?,
             "--seeds" => n_seeds = args.next().context("--seeds N")?.parse()?,
-            "--samplers" => samplers = args.next().context("--samplers a,b")?,
+            "--samplers" => samplers = args.next().context("--samplers a;b")?,
             "--problems" => problems = args.next().context("--problems a,b")?,
             "--bench" => {}
             other => bail!("unknown argument `{other}`"),
@@ -198,7 +205,7 @@ fn main() -> Result<()> {
     writeln!(md)?;
     let t0 = Instant::now();
     for p in PROBLEMS.iter().filter(|p| problems.split(',').any(|n| n == p.name)) {
-        for s in samplers.split(',') {
+        for s in samplers.split(';') {
             let started = Instant::now();
             let runs: Vec<Vec<f64>> = (0..n_seeds).map(|seed| run(p, s, seed, n_trials)).collect::<Result<_>>()?;
             let mut row = BTreeMap::new();
@@ -222,7 +229,7 @@ fn main() -> Result<()> {
     }
     // Verdict against the targets: TPE median at or below Optuna's default TPE, and below random.
     let mut verdict = String::new();
-    if samplers.split(',').any(|s| s == "tpe") {
+    if samplers.split(';').any(|s| s == "tpe") {
         writeln!(verdict, "\n| problem | checkpoint | hpo TPE | Optuna TPE | hpo random | TPE <= Optuna | TPE < random |")?;
         writeln!(verdict, "|---|---|---|---|---|---|---|")?;
         for (p, rows) in &summary {

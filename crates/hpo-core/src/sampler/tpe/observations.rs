@@ -76,6 +76,8 @@ impl Outcome {
 struct Column {
     dist: Distribution,
     values: Vec<f64>,
+    /// `(value, number)` sorted by value, so bandwidths need no sort per suggestion.
+    sorted: Vec<(f64, u32)>,
 }
 
 /// Everything TPE remembers about one study's finished trials.
@@ -147,7 +149,7 @@ impl StudyObservations {
             let col = match cols.iter_mut().position(|c| &c.dist == dist) {
                 Some(i) => &mut cols[i],
                 None => {
-                    cols.push(Column { dist: dist.clone(), values: Vec::new() });
+                    cols.push(Column { dist: dist.clone(), values: Vec::new(), sorted: Vec::new() });
                     let last = cols.len() - 1;
                     &mut cols[last]
                 }
@@ -155,7 +157,11 @@ impl StudyObservations {
             if col.values.len() <= num {
                 col.values.resize(num + 1, f64::NAN);
             }
-            col.values[num] = transform(dist, *x);
+            let y = transform(dist, *x);
+            col.values[num] = y;
+            let key = (y, num as u32);
+            let at = col.sorted.partition_point(|e| e.0.total_cmp(&key.0).then(e.1.cmp(&key.1)).is_lt());
+            col.sorted.insert(at, key);
         }
         self.group.add(&t.distributions);
         self.intersection.add(&t.distributions);
@@ -167,6 +173,19 @@ impl StudyObservations {
             .get(name)
             .and_then(|cs| cs.iter().find(|c| &c.dist == dist))
             .map_or(&[], |c| &c.values[..])
+    }
+
+    /// `(value, number)` of `name` under `dist`, sorted by value.
+    pub(crate) fn sorted(&self, name: &str, dist: &Distribution) -> &[(f64, u32)] {
+        self.columns
+            .get(name)
+            .and_then(|cs| cs.iter().find(|c| &c.dist == dist))
+            .map_or(&[], |c| &c.sorted[..])
+    }
+
+    /// One past the largest trial number seen.
+    pub(crate) fn n_numbers(&self) -> usize {
+        self.outcomes.len()
     }
 
     /// The group decomposition of every observation seen.

@@ -28,6 +28,8 @@ use std::collections::HashMap;
 
 /// Smallest bandwidth without the magic clip (Optuna's `EPS`).
 const EPS: f64 = 1e-12;
+/// Beyond this many standard deviations the normal tail is below 1e-16.
+const FULL_MASS_Z: f64 = 8.3;
 
 /// One parameter's modelled domain, in transformed units.
 #[derive(Debug, Clone, PartialEq)]
@@ -180,7 +182,20 @@ impl ParzenEstimator {
     /// Builds the estimator from observations in modelled units
     /// (`obs[d][i]` is observation `i` of dimension `d`) with their
     /// unnormalised `obs_weights`.
+    #[cfg(test)]
     pub(crate) fn new(obs: &[Vec<f64>], obs_weights: &[f64], dims: &[Dim], cfg: &TpeConfig) -> Self {
+        Self::with_order(obs, obs_weights, dims, cfg, None)
+    }
+
+    /// As [`ParzenEstimator::new`], with each dimension's observation indices
+    /// already sorted by value (`order[d]`), which saves a sort per dimension.
+    pub(crate) fn with_order(
+        obs: &[Vec<f64>],
+        obs_weights: &[f64],
+        dims: &[Dim],
+        cfg: &TpeConfig,
+        order: Option<&[Vec<u32>]>,
+    ) -> Self {
         let n = obs_weights.len();
         let mut weights: Vec<f64> = obs_weights.to_vec();
         weights.push(if n == 0 { 1.0 } else { cfg.prior_weight });
@@ -189,14 +204,30 @@ impl ParzenEstimator {
             *w /= total;
         }
         let mut consts: Vec<f64> = weights.iter().map(|w| w.ln()).collect();
+        // Product of each kernel's continuous bandwidths: one `ln` per kernel, not per dimension.
+        let mut scale = vec![1.0; consts.len()];
         let kernels = dims
             .iter()
             .zip(obs)
-            .map(|(dim, xs)| match *dim {
-                Dim::Numeric { low, high, step } => numeric(xs, low, high, step, dims.len(), cfg, &mut consts),
+            .enumerate()
+            .map(|(d, (dim, xs))| match *dim {
+                Dim::Numeric { low, high, step } => {
+                    let ord = order.and_then(|o| o.get(d)).filter(|o| o.len() == xs.len());
+                    let k = numeric(xs, ord, low, high, step, dims.len(), cfg, &mut consts, &mut scale);
+                    for (c, sc) in consts.iter_mut().zip(&mut scale) {
+                        if !(1e-150..=1e150).contains(sc) {
+                            *c -= sc.ln();
+                            *sc = 1.0;
+                        }
+                    }
+                    k
+                }
                 Dim::Categorical { n: nc } => categorical(xs, nc, cfg, &mut consts),
             })
             .collect();
+        for (c, sc) in consts.iter_mut().zip(&scale) {
+            *c -= sc.ln();
+        }
         ParzenEstimator { weights, consts, kernels }
     }
 
@@ -246,14 +277,17 @@ impl ParzenEstimator {
 }
 
 /// Bandwidths and constants of a numeric dimension.
+#[allow(clippy::too_many_arguments)]
 fn numeric(
     xs: &[f64],
+    order: Option<&Vec<u32>>,
     low: f64,
     high: f64,
     step: Option<f64>,
     n_dims: usize,
     cfg: &TpeConfig,
     consts: &mut [f64],
+    scale: &mut [f64],
 ) -> Kernels {
     let s0 = step.unwrap_or(0.0);
     // The adapted range: stepped dimensions reach half a step beyond the ends.
@@ -265,7 +299,14 @@ fn numeric(
             let sigma = cfg.sigma0_magnitude * (n.max(1) as f64).powf(-1.0 / (n_dims as f64 + 4.0)) * width;
             vec![sigma; n]
         }
-        _ => neighbour_gaps(xs, lo, hi, cfg.consider_endpoints),
+        _ => match order {
+            Some(o) => gaps_in_order(xs, o, lo, hi, cfg.consider_endpoints),
+            None => {
+                let mut o: Vec<u32> = (0..n as u32).collect();
+                o.sort_by(|a, b| xs[*a as usize].total_cmp(&xs[*b as usize]));
+                gaps_in_order(xs, &o, lo, hi, cfg.consider_endpoints)
+            }
+        },
     };
     let max_sigma = width;
     let min_sigma = if cfg.consider_magic_clip { width / (100.0f64).min(1.0 + (n + 1) as f64) } else { EPS };
@@ -275,11 +316,17 @@ fn numeric(
     let mut mus = xs.to_vec();
     mus.push(0.5 * (lo + hi));
     sigmas.push(width.max(EPS));
-    for (k, c) in consts.iter_mut().enumerate() {
+    let n_continuous = usize::from(step.is_none());
+    for (k, (c, sc)) in consts.iter_mut().zip(scale.iter_mut()).enumerate() {
         let (mu, sigma) = (mus[k], sigmas[k]);
-        *c -= log_gauss_mass((lo - mu) / sigma, (hi - mu) / sigma);
-        if step.is_none() {
-            *c -= sigma.ln() + LN_SQRT_2PI;
+        let (a, b) = ((lo - mu) / sigma, (hi - mu) / sigma);
+        // Kernels well inside the range have all their mass: skip the erfc.
+        if a > -FULL_MASS_Z || b < FULL_MASS_Z {
+            *c -= log_gauss_mass(a, b);
+        }
+        if n_continuous == 1 {
+            *c -= LN_SQRT_2PI;
+            *sc *= sigma;
         }
     }
     let inv_sigmas: Vec<f64> = sigmas.iter().map(|s| 1.0 / s).collect();
@@ -308,24 +355,39 @@ fn numeric(
 /// Optuna 5.0's bandwidths: for each observation, the larger gap to its
 /// neighbours among the sorted observations and the range ends `lo`, `hi`;
 /// without `endpoints`, the outermost use the gap to their inner neighbour.
-fn neighbour_gaps(xs: &[f64], lo: f64, hi: f64, endpoints: bool) -> Vec<f64> {
+/// `order` lists the observations' indices sorted by value.
+fn gaps_in_order(xs: &[f64], order: &[u32], lo: f64, hi: f64, endpoints: bool) -> Vec<f64> {
     let m = xs.len();
-    let mut order: Vec<usize> = (0..m).collect();
-    order.sort_by(|a, b| xs[*a].total_cmp(&xs[*b]));
-    let mut ends = Vec::with_capacity(m + 2);
-    ends.push(lo);
-    ends.extend(order.iter().map(|i| xs[*i]));
-    ends.push(hi);
-    let mut sorted_sigmas: Vec<f64> = (1..=m).map(|i| (ends[i] - ends[i - 1]).max(ends[i + 1] - ends[i])).collect();
-    if !endpoints && ends.len() >= 4 {
-        sorted_sigmas[0] = ends[2] - ends[1];
-        sorted_sigmas[m - 1] = ends[m] - ends[m - 1];
-    }
+    let at = |i: usize| -> f64 {
+        if i == 0 {
+            lo
+        } else if i > m {
+            hi
+        } else {
+            xs[order[i - 1] as usize]
+        }
+    };
     let mut sigmas = vec![0.0; m];
-    for (rank, i) in order.iter().enumerate() {
-        sigmas[*i] = sorted_sigmas[rank];
+    for i in 1..=m {
+        let (prev, here, next) = (at(i - 1), at(i), at(i + 1));
+        let mut s = (here - prev).max(next - here);
+        if !endpoints && m >= 2 {
+            if i == 1 {
+                s = next - here;
+            } else if i == m {
+                s = here - prev;
+            }
+        }
+        sigmas[order[i - 1] as usize] = s;
     }
     sigmas
+}
+
+#[cfg(test)]
+fn neighbour_gaps(xs: &[f64], lo: f64, hi: f64, endpoints: bool) -> Vec<f64> {
+    let mut o: Vec<u32> = (0..xs.len() as u32).collect();
+    o.sort_by(|a, b| xs[*a as usize].total_cmp(&xs[*b as usize]));
+    gaps_in_order(xs, &o, lo, hi, endpoints)
 }
 
 /// Optuna's categorical kernels and their (zero) constants.
@@ -347,10 +409,20 @@ fn categorical(xs: &[f64], nc: usize, cfg: &TpeConfig, _consts: &mut [f64]) -> K
             *p /= s;
         }
     }
+    // Rows hold at most two distinct values, so take their logs once.
+    let mut logs: Vec<(u64, f64)> = Vec::with_capacity(4);
+    let mut log_of = |p: f64| match logs.iter().find(|(b, _)| *b == p.to_bits()) {
+        Some((_, l)) => *l,
+        None => {
+            let l = p.ln();
+            logs.push((p.to_bits(), l));
+            l
+        }
+    };
     let mut log_probs = vec![0.0; nk * nc];
     for k in 0..nk {
         for c in 0..nc {
-            log_probs[c * nk + k] = probs[k * nc + c].ln();
+            log_probs[c * nk + k] = log_of(probs[k * nc + c]);
         }
     }
     Kernels::Categorical { n: nc, probs, log_probs }
@@ -425,7 +497,10 @@ fn log_sum_exp(a: &[f64]) -> f64 {
     if !m.is_finite() {
         return m;
     }
-    let s: f64 = a.iter().map(|x| (x - m).exp()).sum();
+    // Terms below e^-40 of the largest change nothing in f64; skipping them
+    // also avoids libm's slow underflow path for far-away kernels.
+    let floor = m - 40.0;
+    let s: f64 = a.iter().filter(|x| **x > floor).map(|x| (x - m).exp()).sum();
     m + s.ln()
 }
 
@@ -438,7 +513,7 @@ mod tests {
 
     fn cfg(scott: bool) -> TpeConfig {
         let bandwidth = if scott { TpeBandwidth::Scott } else { TpeBandwidth::NeighbourGap };
-        TpeConfig { bandwidth, ..TpeConfig::default() }
+        TpeConfig { bandwidth, ..TpeConfig::optuna() }
     }
 
     fn estimator(dist: &Distribution, obs: &[f64], scott: bool) -> ParzenEstimator {

@@ -89,20 +89,20 @@ impl TpeSampler {
     ) -> Vec<f64> {
         let cfg = &self.config;
         let dims: Vec<Dim> = space.iter().map(|(_, d, _)| Dim::of(d)).collect();
-        let columns: Vec<&[f64]> = space.iter().map(|(n, d, _)| obs.column(n, d)).collect();
+        let columns: Vec<ColumnRef<'_>> = space.iter().map(|(n, d, _)| (obs.column(n, d), obs.sorted(n, d))).collect();
         let n_below = cfg.gamma(members.len(), study.directions().len());
         let (below, above) = obs.split(members, n_below, study.directions().len());
 
-        let below_x = gather(&columns, &below, &[]);
+        let (below_x, below_order) = gather(&columns, obs.n_numbers(), &below, &[]);
         let liars = if cfg.constant_liar { running(study, trial, space) } else { Vec::new() };
-        let above_x = gather(&columns, &above, &liars);
+        let (above_x, above_order) = gather(&columns, obs.n_numbers(), &above, &liars);
         let nb = below_x.first().map_or(0, Vec::len);
         let na = above_x.first().map_or(0, Vec::len);
-        let pe_below = ParzenEstimator::new(&below_x, &cfg.weights.weights(nb), &dims, cfg);
-        let pe_above = ParzenEstimator::new(&above_x, &cfg.weights.weights(na), &dims, cfg);
+        let pe_below = ParzenEstimator::with_order(&below_x, &cfg.weights.weights(nb), &dims, cfg, Some(&below_order));
+        let pe_above = ParzenEstimator::with_order(&above_x, &cfg.weights.weights(na), &dims, cfg, Some(&above_order));
 
         let ranges: Vec<SampleRange> = space.iter().map(|(_, d, s)| SampleRange::of(d, s)).collect();
-        let candidates = pe_below.sample(rng, cfg.n_ei_candidates, &ranges);
+        let candidates = pe_below.sample(rng, cfg.candidates(na + 1), &ranges);
         let lb = pe_below.log_pdf(&candidates);
         let la = pe_above.log_pdf(&candidates);
         let mut best = 0;
@@ -122,34 +122,57 @@ impl TpeSampler {
     }
 }
 
-/// Values (modelled units) per dimension of the trials `numbers` that have
-/// every column, merged in number order with `extra` (number, values) rows.
-fn gather(columns: &[&[f64]], numbers: &[u32], extra: &[(u64, Vec<f64>)]) -> Vec<Vec<f64>> {
+/// One dimension's stored observations: values by trial number, and `(value, number)` sorted.
+type ColumnRef<'a> = (&'a [f64], &'a [(f64, u32)]);
+
+/// Observations (modelled units, `out[d][k]`) of the trials `numbers` that
+/// have every column, in number order, followed by the `extra` rows (the
+/// constant liar's running trials); and per dimension the kernel indices
+/// sorted by value, taken from the stored sorted columns in linear time.
+fn gather(columns: &[ColumnRef<'_>], n_numbers: usize, numbers: &[u32], extra: &[(u64, Vec<f64>)]) -> (Vec<Vec<f64>>, Vec<Vec<u32>>) {
     let mut out: Vec<Vec<f64>> = vec![Vec::with_capacity(numbers.len() + extra.len()); columns.len()];
     let value = |c: &[f64], n: u32| c.get(n as usize).copied().unwrap_or(f64::NAN);
-    let mut e = 0;
-    let push_extra_until = |limit: u64, out: &mut Vec<Vec<f64>>, e: &mut usize| {
-        while *e < extra.len() && extra[*e].0 < limit {
-            for (o, v) in out.iter_mut().zip(&extra[*e].1) {
-                o.push(*v);
-            }
-            *e += 1;
-        }
-    };
+    let mut kernel_of = vec![u32::MAX; n_numbers];
+    let mut k = 0u32;
     for n in numbers {
-        push_extra_until(u64::from(*n), &mut out, &mut e);
-        if columns.iter().all(|c| !value(c, *n).is_nan()) {
-            for (o, c) in out.iter_mut().zip(columns) {
+        if columns.iter().all(|(c, _)| !value(c, *n).is_nan()) {
+            for (o, (c, _)) in out.iter_mut().zip(columns) {
                 o.push(value(c, *n));
             }
+            if let Some(slot) = kernel_of.get_mut(*n as usize) {
+                *slot = k;
+            }
+            k += 1;
         }
     }
-    push_extra_until(u64::MAX, &mut out, &mut e);
-    out
+    for (_, row) in extra {
+        for (o, v) in out.iter_mut().zip(row) {
+            o.push(*v);
+        }
+    }
+    let orders = columns
+        .iter()
+        .zip(&out)
+        .map(|((_, sorted), xs)| {
+            let mut order: Vec<u32> = sorted
+                .iter()
+                .filter_map(|(_, n)| kernel_of.get(*n as usize).copied().filter(|k| *k != u32::MAX))
+                .collect();
+            for e in k..(k + extra.len() as u32) {
+                let v = xs[e as usize];
+                let at = order.partition_point(|j| xs[*j as usize] <= v);
+                order.insert(at, e);
+            }
+            order
+        })
+        .collect();
+    (out, orders)
 }
 
 /// Other RUNNING trials that already have every parameter of `space` (the
-/// constant liar's fake bad observations), by number.
+/// constant liar's fake bad observations), by number. They are appended after
+/// the finished bad observations (they are usually the newest trials, and
+/// Optuna's weights are flat for the newest 25).
 fn running(study: &StudyView<'_>, trial: &FrozenTrial, space: &[(&str, &Distribution, &Support)]) -> Vec<(u64, Vec<f64>)> {
     let mut out: Vec<(u64, Vec<f64>)> = study
         .trials()
@@ -277,11 +300,18 @@ mod tests {
     }
 
     #[test]
-    fn gather_merges_liars_in_number_order_and_skips_incomplete_rows() {
+    fn gather_skips_incomplete_rows_appends_liars_and_sorts() {
         let a = [0.1, f64::NAN, 0.3, 0.4];
         let b = [1.0, 2.0, 3.0, f64::NAN];
-        let out = gather(&[&a, &b], &[0, 1, 2, 3], &[(1, vec![9.0, 9.5]), (7, vec![8.0, 8.5])]);
-        assert_eq!(out, vec![vec![0.1, 9.0, 0.3, 8.0], vec![1.0, 9.5, 3.0, 8.5]]);
+        let sa = [(0.1, 0), (0.3, 2), (0.4, 3)];
+        let sb = [(1.0, 0), (2.0, 1), (3.0, 2)];
+        let (out, order) = gather(&[(&a, &sa), (&b, &sb)], 4, &[0, 1, 2, 3], &[(5, vec![0.2, 9.5]), (7, vec![0.0, 0.5])]);
+        assert_eq!(out, vec![vec![0.1, 0.3, 0.2, 0.0], vec![1.0, 3.0, 9.5, 0.5]]);
+        assert_eq!(order, vec![vec![3, 0, 2, 1], vec![3, 0, 1, 2]]);
+        // Only the requested trials.
+        let (out, order) = gather(&[(&a, &sa)], 4, &[2, 3], &[]);
+        assert_eq!(out, vec![vec![0.3, 0.4]]);
+        assert_eq!(order, vec![vec![0, 1]]);
     }
 
     #[test]
