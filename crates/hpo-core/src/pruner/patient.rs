@@ -33,7 +33,10 @@ impl<P> std::fmt::Debug for PatientPruner<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PatientPruner")
             .field("config", &self.config)
-            .field("wrapped", &self.wrapped.as_ref().map(|_| std::any::type_name::<P>()))
+            .field(
+                "wrapped",
+                &self.wrapped.as_ref().map(|_| std::any::type_name::<P>()),
+            )
             .finish()
     }
 }
