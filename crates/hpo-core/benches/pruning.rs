@@ -33,9 +33,11 @@
 //! trials, and the true final loss of that best trial (what you would
 //! actually get by retraining it; the global optimum is about 0.11).
 //!
-//! Two budgets: the same number of trials for every pruner (what pruning
-//! saves), and the same number of epochs as the unpruned study (what the
-//! saved epochs buy when spent on more trials).
+//! Starting a trial is not free (process, model and data loading, CUDA
+//! context): we charge [`STARTUP`] = 2 epochs per trial, so `cost` = epochs +
+//! 2 x trials. Two budgets: the same number of trials for every pruner (what
+//! pruning saves), and the same cost as the unpruned study (what the saved
+//! epochs buy when spent on more trials, start-ups included).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -49,6 +51,8 @@ use std::sync::{Arc, Mutex};
 
 const EPOCHS: u64 = 100;
 const NOISE: f64 = 0.02;
+/// Cost of starting a trial (process, model and data loading, CUDA context), in epochs.
+const STARTUP: u64 = 2;
 
 fn floor(lr: f64, width: f64) -> f64 {
     let u = lr.log10();
@@ -85,8 +89,8 @@ struct Run {
 enum Budget {
     /// A fixed number of trials.
     Trials(usize),
-    /// Trials are started until this many epochs have been trained in total.
-    Epochs(u64),
+    /// Trials are started until this cost (epochs plus [`STARTUP`] per trial) is spent.
+    Cost(u64),
 }
 
 fn run(pruner: &PrunerConfig, seed: u64, budget: Budget) -> Run {
@@ -122,8 +126,10 @@ fn run(pruner: &PrunerConfig, seed: u64, budget: Budget) -> Run {
     };
     match budget {
         Budget::Trials(n) => study.optimize(n, objective).unwrap(),
-        Budget::Epochs(e) => {
-            while steps.load(Ordering::Relaxed) < e {
+        Budget::Cost(c) => {
+            let mut started = 0;
+            while steps.load(Ordering::Relaxed) + STARTUP * started < c {
+                started += 1;
                 study.optimize(1, objective).unwrap();
             }
         }
@@ -198,7 +204,7 @@ fn main() {
             r#"{"kind": "threshold", "upper": 0.9, "n_warmup_steps": 10}"#,
         ),
     ];
-    let epochs_budget = n_trials as u64 * EPOCHS;
+    let cost_budget = n_trials as u64 * (EPOCHS + STARTUP);
     let modes = [
         (
             "same_trials",
@@ -206,16 +212,18 @@ fn main() {
             format!("Same number of trials ({n_trials} per study)"),
         ),
         (
-            "same_epochs",
-            Budget::Epochs(epochs_budget),
+            "same_cost",
+            Budget::Cost(cost_budget),
             format!(
-                "Same compute ({epochs_budget} epochs per study, trials started until it is spent)"
+                "Same compute ({cost_budget} epoch-equivalents per study incl. start-ups; \
+                 trials started until it is spent)"
             ),
         ),
     ];
     let mut doc_modes = serde_json::Map::new();
     let mut md = format!(
         "Workload: `crates/hpo-core/benches/pruning.rs` ({EPOCHS} epochs per trial, noise sd {NOISE}); \
+         a trial start-up costs {STARTUP} epochs (`cost` = epochs + {STARTUP} x trials); \
          mean ± sd over {seeds} study seeds. Command: `cargo bench -p hpo-core --bench pruning`.\n"
     );
     for (key, budget, title) in &modes {
@@ -223,8 +231,8 @@ fn main() {
         let mut baseline_steps = None;
         md.push_str(&format!(
             "\n**{title}**\n\n\
-             | pruner | epochs | vs none | trials | pruned | best reported final loss | true final loss of best trial |\n\
-             | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+             | pruner | epochs | cost | vs none | trials | pruned | best reported final loss | true final loss of best trial |\n\
+             | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
         ));
         for (label, text) in &configs {
             let pruner: PrunerConfig = serde_json::from_str(text).unwrap();
@@ -237,11 +245,16 @@ fn main() {
                 .collect();
             let best: Vec<f64> = runs.iter().map(|r| r.best_final).collect();
             let truth: Vec<f64> = runs.iter().map(|r| r.true_final).collect();
-            let base = *baseline_steps.get_or_insert(mean(&steps));
+            let cost: Vec<f64> = runs
+                .iter()
+                .map(|r| (r.steps + STARTUP * r.trials as u64) as f64)
+                .collect();
+            let base = *baseline_steps.get_or_insert(mean(&cost));
             md.push_str(&format!(
-                "| {label} | {:.0} | {:.0}% | {:.0} | {:.0}% | {:.4} ± {:.4} | {:.4} ± {:.4} |\n",
+                "| {label} | {:.0} | {:.0} | {:.0}% | {:.0} | {:.0}% | {:.4} ± {:.4} | {:.4} ± {:.4} |\n",
                 mean(&steps),
-                100.0 * mean(&steps) / base,
+                mean(&cost),
+                100.0 * mean(&cost) / base,
                 mean(&trials),
                 100.0 * mean(&pruned),
                 mean(&best),
@@ -253,7 +266,8 @@ fn main() {
                 "pruner": label,
                 "config": pruner,
                 "mean_epochs": mean(&steps),
-                "epochs_vs_none": mean(&steps) / base,
+                "mean_cost": mean(&cost),
+                "cost_vs_none": mean(&cost) / base,
                 "mean_trials": mean(&trials),
                 "mean_pruned_share": mean(&pruned),
                 "mean_best_final": mean(&best),
@@ -274,7 +288,7 @@ fn main() {
         "benchmark": "pruning",
         "command": "cargo bench -p hpo-core --bench pruning",
         "workload": {
-            "epochs": EPOCHS, "n_trials": n_trials, "seeds": seeds, "noise_sd": NOISE,
+            "epochs": EPOCHS, "startup_cost_epochs": STARTUP, "n_trials": n_trials, "seeds": seeds, "noise_sd": NOISE,
             "curve": "loss(t) = floor + (1 - floor) exp(-rate t) + N(0, noise_sd^2), lr > 0.05 diverges after epoch 10; see crates/hpo-core/benches/pruning.rs",
         },
         "modes": doc_modes,
