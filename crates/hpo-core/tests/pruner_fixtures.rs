@@ -3,6 +3,9 @@
 //! `should_prune` answer, every final trial state and every successive-halving
 //! rung record must be the one Optuna produced.
 
+// Test helpers outside #[test] functions may unwrap too.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use hpo_core::{Direction, PrunerConfig, Study, TrialError};
 use serde::Deserialize;
 use serde_json::Value;

@@ -225,12 +225,14 @@ mod tests {
     /// min_resource 1, reduction_factor 2: rungs at steps 1, 2, 4, 8.
     /// Other trials recorded (minimisation form) rung 0 = {1, 2, 3},
     /// rung 1 = {1, 2}.
+    /// (name, running curve at steps 0.., rung values already on the running
+    /// trial, expected prune, expected newly recorded rungs)
+    type Case = (&'static str, Vec<f64>, Vec<f64>, bool, Vec<u64>);
+
     #[test]
     fn table() {
         let nan = f64::NAN;
-        // (name, running curve at steps 0.., attrs already on the running trial,
-        //  expected prune, expected recorded rungs)
-        let cases: Vec<(&str, Vec<f64>, Vec<f64>, bool, Vec<u64>)> = vec![
+        let cases: Vec<Case> = vec![
             (
                 "step 0 below rung 0 (step 1)",
                 vec![9.0],
