@@ -151,3 +151,22 @@ fn default_pruner_is_median() -> hpo_core::Result<()> {
     assert!(!good.should_prune()?);
     Ok(())
 }
+
+#[test]
+fn a_trial_pruned_on_nan_has_no_value_as_in_optuna() -> hpo_core::Result<()> {
+    let guard = hpo_core::ThresholdConfig {
+        upper: Some(1.0),
+        ..Default::default()
+    }
+    .init()?;
+    let study = Study::builder().name("nan").pruner(guard).build()?;
+    let mut t = study.ask()?;
+    t.report(0, 0.5)?;
+    assert!(!t.should_prune()?);
+    t.report(1, f64::NAN)?;
+    assert!(t.should_prune()?);
+    let done = study.tell(t, Err::<f64, _>(TrialError::Pruned))?;
+    assert_eq!(done.state, TrialState::Pruned);
+    assert_eq!(done.values, None);
+    Ok(())
+}
