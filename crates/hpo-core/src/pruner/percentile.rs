@@ -360,6 +360,26 @@ mod tests {
     }
 
     #[test]
+    fn multi_objective_studies_are_an_error() {
+        let dirs = [Direction::Minimize, Direction::Maximize];
+        let hist = vec![complete(0, &[1.0])];
+        let p = PercentileConfig {
+            n_startup_trials: 0,
+            ..Default::default()
+        }
+        .init()
+        .unwrap();
+        let err = p
+            .prune(&view("mo", &dirs, &hist), &running(1, &[2.0]))
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("single-objective study, but study `mo` has 2"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn rejects_bad_settings() {
         for (config, needle) in [
             (
