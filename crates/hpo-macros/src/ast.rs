@@ -129,11 +129,11 @@ impl<'a> Field<'a> {
         field.active_if = parsed.active_if;
         let kind = match parsed.kind {
             Some(k) => k,
-            None if field.prim == Prim::Bool => Sp::new(KindAttr::Bool, parsed.span),
+            None if field.prim == Prim::Bool => Sp::new(KindAttr::Bool, ident.span()),
             None => {
                 if parsed.clean {
-                    cx.error_at(
-                        parsed.span,
+                    cx.error_spanned_by(
+                        &parsed.tokens,
                         format!("#[{PARAM}] on `{ident}` needs a kind: one of {PARAM_KEYS}"),
                     );
                 }

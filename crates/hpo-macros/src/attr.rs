@@ -99,7 +99,7 @@ pub enum KindAttr {
 /// A parsed `#[param(..)]`.
 pub struct ParamAttr {
     /// The whole attribute, for spans.
-    pub span: Span,
+    pub tokens: TokenStream,
     /// The kind, spanned at its key.
     pub kind: Option<Sp<KindAttr>>,
     /// `active_if = <expr>`, spanned at the key.
@@ -111,7 +111,7 @@ pub struct ParamAttr {
 /// Parses one `#[param(..)]` attribute.
 pub fn parse_param(cx: &Ctxt, attr: &Attribute) -> ParamAttr {
     let before = cx.len();
-    let mut out = ParamAttr { span: attr.span(), kind: None, active_if: None, clean: true };
+    let mut out = ParamAttr { tokens: attr.to_token_stream(), kind: None, active_if: None, clean: true };
     match &attr.meta {
         syn::Meta::Path(_) => return out,
         syn::Meta::NameValue(nv) => {
@@ -194,10 +194,8 @@ pub fn parse_param(cx: &Ctxt, attr: &Attribute) -> ParamAttr {
                 }
                 LOG | STEP => {
                     skip_value(input)?;
-                    cx.error_at(
-                        key.span(),
-                        format!("`{name}` belongs inside the range: `float(1e-5..=1e-1, {name}..)` or `int(1..=64, {name}..)`"),
-                    );
+                    let example = if name == LOG { "float(1e-5..=1e-1, log)" } else { "int(128..=512, step = 32)" };
+                    cx.error_at(key.span(), format!("`{name}` goes inside the range's parentheses: `{example}`"));
                 }
                 _ => {
                     skip_value(input)?;

@@ -23,8 +23,23 @@ pub fn expand(input: &Input) -> TokenStream {
     let from = from_params_body(input, &p, &ty_name);
     let to = to_params_body(input, &p);
     let describe = describe_body(input, &p, &ty_name);
+    let variants = input.fields.iter().filter(|f| matches!(f.kind, Some(Kind::Enum))).map(|f| {
+        let name = variants_fn(f);
+        let inner = f.inner;
+        quote! {
+            #[doc(hidden)]
+            fn #name() -> #p::runtime::Variants<#inner> {
+                #p::runtime::variants::<#inner>()
+            }
+        }
+    });
     quote! {
         #item
+
+        #[automatically_derived]
+        impl #ident {
+            #(#variants)*
+        }
 
         #[automatically_derived]
         impl #p::SearchSpace for #ident {
@@ -70,6 +85,11 @@ fn param_name(f: &Field) -> String {
 
 fn narrow_var(f: &Field) -> syn::Ident {
     format_ident!("__hpo_narrow_{}", f.ident.unraw())
+}
+
+/// The hidden associated function that captures an enum field's variants.
+fn variants_fn(f: &Field) -> syn::Ident {
+    format_ident!("__hpo_variants_{}", f.ident.unraw())
 }
 
 fn choices_var(f: &Field) -> syn::Ident {
@@ -175,7 +195,7 @@ fn sample_body(input: &Input, p: &TokenStream) -> TokenStream {
         for (c, _) in input.constraints.iter().zip(&ready).filter(|(_, r)| **r == slot) {
             let cond = &c.cond;
             let text = &c.text;
-            let rules = c.rules.iter().filter_map(|r| rule_code(input, p, r, text));
+            let rules = c.rules.iter().filter_map(|r| rule_code(input, r, text));
             body.extend(quote! {
                 if #cond {
                     #(#rules)*
@@ -206,7 +226,10 @@ fn sample_body(input: &Input, p: &TokenStream) -> TokenStream {
                 let cv = choices_var(f);
                 quote!(#p::runtime::choose(__hpo_trial, #name, &#cv, #narrow)?)
             }
-            Some(Kind::Enum) => quote!(#p::runtime::choose_enum::<#inner>(__hpo_trial, #name, #narrow)?),
+            Some(Kind::Enum) => {
+                let v = variants_fn(f);
+                quote!(#p::runtime::choose_enum(__hpo_trial, #name, Self::#v(), #narrow)?)
+            }
             Some(Kind::Fixed(e)) => e.to_token_stream(),
             Some(Kind::Default) => quote!(::core::default::Default::default()),
             None => quote!(::core::unreachable!()),
@@ -230,7 +253,7 @@ fn optional(f: &Field, value: TokenStream, p: &TokenStream) -> TokenStream {
 }
 
 /// The narrowing one rule applies to its field's accumulator.
-fn rule_code(input: &Input, p: &TokenStream, rule: &Rule, text: &str) -> Option<TokenStream> {
+fn rule_code(input: &Input, rule: &Rule, text: &str) -> Option<TokenStream> {
     let (_, f) = input.field(&rule.field)?;
     let n = narrow_var(f);
     let inner = f.inner;
@@ -248,7 +271,10 @@ fn rule_code(input: &Input, p: &TokenStream, rule: &Rule, text: &str) -> Option<
         }
         kind @ (Kind::Bool | Kind::Lits(_) | Kind::Enum) => {
             let set = match kind {
-                Kind::Enum => quote!(<#inner as #p::ChoiceEnum>::ALL),
+                Kind::Enum => {
+                    let v = variants_fn(f);
+                    quote!(Self::#v().all)
+                }
                 _ => {
                     let cv = choices_var(f);
                     quote!(&#cv)
@@ -268,23 +294,30 @@ fn rule_code(input: &Input, p: &TokenStream, rule: &Rule, text: &str) -> Option<
 
 fn to_params_body(input: &Input, p: &TokenStream) -> TokenStream {
     let pushes = input.fields.iter().filter_map(|f| {
-        let conv = match f.kind.as_ref()? {
-            Kind::Float(_) => quote!(float_param),
-            Kind::Int(_) => quote!(int_param),
-            Kind::Bool | Kind::Lits(_) => quote!(choice_param),
-            Kind::Enum => quote!(enum_param),
-            Kind::Fixed(_) | Kind::Default => return None,
+        let conv = |v: TokenStream| -> Option<TokenStream> {
+            Some(match f.kind.as_ref()? {
+                Kind::Float(_) => quote!(#p::runtime::float_param(#v)),
+                Kind::Int(_) => quote!(#p::runtime::int_param(#v)),
+                Kind::Bool | Kind::Lits(_) => quote!(#p::runtime::choice_param(#v)),
+                Kind::Enum => {
+                    let vf = variants_fn(f);
+                    quote!(#p::runtime::enum_param(#v, Self::#vf()))
+                }
+                Kind::Fixed(_) | Kind::Default => return None,
+            })
         };
         let ident = f.ident;
         let name = param_name(f);
         Some(if f.optional {
+            let value = conv(quote!(__hpo_v))?;
             quote! {
                 if let #p::Option::Some(__hpo_v) = &self.#ident {
-                    __hpo_out.push((#p::String::from(#name), #p::runtime::#conv(__hpo_v)));
+                    __hpo_out.push((#p::String::from(#name), #value));
                 }
             }
         } else {
-            quote!(__hpo_out.push((#p::String::from(#name), #p::runtime::#conv(&self.#ident)));)
+            let value = conv(quote!(&self.#ident))?;
+            quote!(__hpo_out.push((#p::String::from(#name), #value));)
         })
     });
     quote! {
@@ -311,7 +344,10 @@ fn from_params_body(input: &Input, p: &TokenStream, ty_name: &str) -> TokenStrea
                 let cv = choices_var(f);
                 quote!(#p::runtime::get_choice(__hpo_params, #ty_name, #name, &#cv)?)
             }
-            Some(Kind::Enum) => quote!(#p::runtime::get_enum::<#inner>(__hpo_params, #ty_name, #name)?),
+            Some(Kind::Enum) => {
+                let v = variants_fn(f);
+                quote!(#p::runtime::get_enum(__hpo_params, #ty_name, #name, Self::#v())?)
+            }
             Some(Kind::Fixed(e)) => e.to_token_stream(),
             Some(Kind::Default) => quote!(::core::default::Default::default()),
             None => quote!(::core::unreachable!()),
@@ -328,7 +364,6 @@ fn describe_body(input: &Input, p: &TokenStream, ty_name: &str) -> TokenStream {
     let mut chain = quote!(#p::SpaceDescription::new(#ty_name));
     for f in &input.fields {
         let name = param_name(f);
-        let inner = f.inner;
         let active = match (&f.active_if, f.optional) {
             (Some(c), true) => {
                 let t = crate::text::pretty(&c.value.to_token_stream());
@@ -350,7 +385,10 @@ fn describe_body(input: &Input, p: &TokenStream, ty_name: &str) -> TokenStream {
                 let cv = choices_var(f);
                 quote!({ #decl #p::runtime::categorical(#p::runtime::labels(&#cv)) })
             }
-            Some(Kind::Enum) => quote!(#p::runtime::categorical(#p::runtime::enum_labels::<#inner>())),
+            Some(Kind::Enum) => {
+                let v = variants_fn(f);
+                quote!(#p::runtime::categorical(#p::runtime::enum_labels(Self::#v())))
+            }
             Some(Kind::Fixed(e)) => {
                 let t = crate::text::pretty(&e.to_token_stream());
                 chain = quote!(#chain.fixed(#name, #t));

@@ -134,10 +134,32 @@ pub fn choose<T: Clone + Into<Choice>>(
     choices.get(i).cloned().ok_or_else(|| TrialError::Failed(format!("`{name}`: choice {i} out of range")))
 }
 
+/// The variants of a [`super::ChoiceEnum`], captured once per field so a
+/// missing derive is reported once, not at every use.
+pub struct Variants<T: 'static> {
+    /// Every variant, in declaration order.
+    pub all: &'static [T],
+    names: &'static [&'static str],
+    index: fn(&T) -> usize,
+    from_index: fn(usize) -> Option<T>,
+}
+
+impl<T> Clone for Variants<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Variants<T> {}
+
+/// The variants of `T`.
+pub fn variants<T: super::ChoiceEnum>() -> Variants<T> {
+    Variants { all: T::ALL, names: T::NAMES, index: T::index, from_index: T::from_index }
+}
+
 /// Samples an enum field.
-pub fn choose_enum<T: super::ChoiceEnum>(trial: &mut Trial, name: &str, narrow: &Narrow) -> Result<T, TrialError> {
-    let i = index(trial, name, enum_labels::<T>(), narrow)?;
-    T::from_index(i).ok_or_else(|| TrialError::Failed(format!("`{name}`: variant {i} out of range")))
+pub fn choose_enum<T>(trial: &mut Trial, name: &str, variants: Variants<T>, narrow: &Narrow) -> Result<T, TrialError> {
+    let i = index(trial, name, enum_labels(variants), narrow)?;
+    (variants.from_index)(i).ok_or_else(|| TrialError::Failed(format!("`{name}`: variant {i} out of range")))
 }
 
 /// The categorical distribution over `labels`.
@@ -150,9 +172,9 @@ pub fn labels<T: Clone + Into<Choice>>(choices: &[T]) -> Vec<Choice> {
     choices.iter().cloned().map(Into::into).collect()
 }
 
-/// The labels of an enum's variants.
-pub fn enum_labels<T: super::ChoiceEnum>() -> Vec<Choice> {
-    T::NAMES.iter().map(|n| Choice::Str((*n).to_owned())).collect()
+/// The labels of an enum's variants (their names).
+pub fn enum_labels<T>(variants: Variants<T>) -> Vec<Choice> {
+    variants.names.iter().map(|n| Choice::Str((*n).to_owned())).collect()
 }
 
 fn bad(ty: &str, name: &str, reason: String) -> Error {
@@ -201,9 +223,9 @@ pub fn get_choice<T: Clone + Into<Choice>>(
 }
 
 /// Reads an enum field from stored parameters (by variant name).
-pub fn get_enum<T: super::ChoiceEnum>(params: &BTreeMap<String, ParamValue>, ty: &str, name: &str) -> Result<T> {
-    let i = get_index(params, ty, name, &enum_labels::<T>())?;
-    T::from_index(i).ok_or_else(|| bad(ty, name, format!("variant {i} out of range")))
+pub fn get_enum<T>(params: &BTreeMap<String, ParamValue>, ty: &str, name: &str, variants: Variants<T>) -> Result<T> {
+    let i = get_index(params, ty, name, &enum_labels(variants))?;
+    (variants.from_index)(i).ok_or_else(|| bad(ty, name, format!("variant {i} out of range")))
 }
 
 /// The stored value of a float field.
@@ -222,8 +244,9 @@ pub fn choice_param<T: Clone + Into<Choice>>(v: &T) -> ParamValue {
 }
 
 /// The stored value of an enum field.
-pub fn enum_param<T: super::ChoiceEnum>(v: &T) -> ParamValue {
-    ParamValue::Choice(Choice::Str(v.name().to_owned()))
+pub fn enum_param<T>(v: &T, variants: Variants<T>) -> ParamValue {
+    let name = variants.names.get((variants.index)(v)).copied().unwrap_or_default();
+    ParamValue::Choice(Choice::Str(name.to_owned()))
 }
 
 /// A field type that can hold a float parameter.
