@@ -4,8 +4,8 @@
 //! constrained space.
 
 use hpo::{
-    Direction, FailureKind, ParamKind, ParamValue, RandomSampler, SearchSpace, Study, Trial, TrialError,
-    TrialState,
+    Direction, FailureKind, ParamKind, ParamValue, RandomSampler, SearchSpace, Study, Trial,
+    TrialError, TrialState,
 };
 use std::collections::BTreeMap;
 
@@ -22,7 +22,10 @@ enum Backbone {
 
 impl Backbone {
     fn is_heavy(self) -> bool {
-        matches!(self, Self::BertLarge | Self::RobertaLarge | Self::DebertaV3Large)
+        matches!(
+            self,
+            Self::BertLarge | Self::RobertaLarge | Self::DebertaV3Large
+        )
     }
 }
 
@@ -30,15 +33,22 @@ impl Backbone {
 #[constraint(if model.is_heavy() { batch_size <= 16, max_len <= 384, grad_accum <= 4 })]
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 struct Criteria {
-    #[param(choice)]                            model: Backbone,
-    #[param(float(1e-6..=5e-4, log))]           lr: f64,
-    #[param(choice(8, 12, 16, 24, 32, 48, 64))] batch_size: usize,
-    #[param(int(128..=512, step = 32))]         max_len: usize,
-    #[param(int(1..=8))]                        grad_accum: usize,
-    #[param(int(0..=3))]                        head_layers: usize,
+    #[param(choice)]
+    model: Backbone,
+    #[param(float(1e-6..=5e-4, log))]
+    lr: f64,
+    #[param(choice(8, 12, 16, 24, 32, 48, 64))]
+    batch_size: usize,
+    #[param(int(128..=512, step = 32))]
+    max_len: usize,
+    #[param(int(1..=8))]
+    grad_accum: usize,
+    #[param(int(0..=3))]
+    head_layers: usize,
     #[param(int(64..=1024, log), active_if = head_layers > 0)]
     head_hidden: Option<usize>,
-    #[param(fixed = 100)]                       epochs: usize,
+    #[param(fixed = 100)]
+    epochs: usize,
 }
 // ANCHOR_END: criteria
 
@@ -49,7 +59,11 @@ impl serde::Serialize for Backbone {
 }
 
 fn random_study(seed: u64) -> Study {
-    Study::builder().direction(Direction::Minimize).sampler(RandomSampler::seeded(seed)).build().unwrap()
+    Study::builder()
+        .direction(Direction::Minimize)
+        .sampler(RandomSampler::seeded(seed))
+        .build()
+        .unwrap()
 }
 
 fn sample_one<S: SearchSpace>(study: &Study) -> (S, Trial) {
@@ -65,7 +79,10 @@ fn check_criteria(c: &Criteria) {
         assert!(c.grad_accum <= 4, "{c:?}");
     }
     assert!([8, 12, 16, 24, 32, 48, 64].contains(&c.batch_size));
-    assert!((128..=512).contains(&c.max_len) && c.max_len % 32 == 0, "{c:?}");
+    assert!(
+        (128..=512).contains(&c.max_len) && c.max_len % 32 == 0,
+        "{c:?}"
+    );
     assert!((1e-6..=5e-4).contains(&c.lr));
     assert_eq!(c.head_hidden.is_some(), c.head_layers > 0, "{c:?}");
     if let Some(h) = c.head_hidden {
@@ -85,15 +102,26 @@ fn every_sampled_config_satisfies_the_heavy_model_rule() {
             check_criteria(&c);
             // What the trial stored matches the config, under the declared distributions.
             assert_eq!(Criteria::from_params(&trial.params()).unwrap(), c);
-            let stored = trial.frozen().distributions.get("batch_size").unwrap().clone();
-            assert_eq!(Some(&stored), Criteria::describe().distribution("batch_size"));
+            let stored = trial
+                .frozen()
+                .distributions
+                .get("batch_size")
+                .unwrap()
+                .clone();
+            assert_eq!(
+                Some(&stored),
+                Criteria::describe().distribution("batch_size")
+            );
             heavy += usize::from(c.model.is_heavy());
             light_big_batch += usize::from(!c.model.is_heavy() && c.batch_size > 16);
             study.tell(trial, 0.0).unwrap();
         }
     }
     // Both sides of the condition were exercised.
-    assert!(heavy > 20 && light_big_batch > 20, "heavy={heavy} light_big_batch={light_big_batch}");
+    assert!(
+        heavy > 20 && light_big_batch > 20,
+        "heavy={heavy} light_big_batch={light_big_batch}"
+    );
 }
 
 #[test]
@@ -104,8 +132,15 @@ fn inactive_options_are_none_exactly_when_their_condition_is_false() {
         let (c, trial): (Criteria, _) = sample_one(&study);
         assert_eq!(c.head_hidden.is_some(), c.head_layers > 0);
         // An inactive parameter is not suggested at all.
-        assert_eq!(trial.params().contains_key("head_hidden"), c.head_layers > 0);
-        if c.head_hidden.is_some() { some += 1 } else { none += 1 }
+        assert_eq!(
+            trial.params().contains_key("head_hidden"),
+            c.head_layers > 0
+        );
+        if c.head_hidden.is_some() {
+            some += 1
+        } else {
+            none += 1
+        }
         study.tell(trial, 1.0).unwrap();
     }
     assert!(none > 10 && some > 10);
@@ -149,7 +184,10 @@ fn from_params_names_the_missing_or_wrong_parameter() {
     let mut params: BTreeMap<String, ParamValue> = BTreeMap::new();
     params.insert("model".into(), "BertXXL".into());
     let err = Criteria::from_params(&params).unwrap_err().to_string();
-    assert!(err.contains("`model`") && err.contains("BertXXL") && err.contains("Criteria"), "{err}");
+    assert!(
+        err.contains("`model`") && err.contains("BertXXL") && err.contains("Criteria"),
+        "{err}"
+    );
     params.insert("model".into(), "BertBase".into());
     let err = Criteria::from_params(&params).unwrap_err().to_string();
     assert!(err.contains("`lr`") && err.contains("missing"), "{err}");
@@ -161,19 +199,35 @@ fn the_description_lists_fields_and_constraints() {
     let names: Vec<&str> = d.params.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(
         names,
-        ["model", "lr", "batch_size", "max_len", "grad_accum", "head_layers", "head_hidden", "epochs"]
+        [
+            "model",
+            "lr",
+            "batch_size",
+            "max_len",
+            "grad_accum",
+            "head_layers",
+            "head_hidden",
+            "epochs"
+        ]
     );
     assert_eq!(
         d.constraints,
         ["if model.is_heavy() { batch_size <= 16, max_len <= 384, grad_accum <= 4 }"]
     );
     match &d.param("head_hidden").unwrap().kind {
-        ParamKind::Searched { active_if, .. } => assert_eq!(active_if.as_deref(), Some("head_layers > 0")),
+        ParamKind::Searched { active_if, .. } => {
+            assert_eq!(active_if.as_deref(), Some("head_layers > 0"))
+        }
         other => panic!("{other:?}"),
     }
-    assert!(matches!(&d.param("epochs").unwrap().kind, ParamKind::Fixed { value } if value == "100"));
+    assert!(
+        matches!(&d.param("epochs").unwrap().kind, ParamKind::Fixed { value } if value == "100")
+    );
     let text = d.to_string();
-    assert!(text.contains("choice(\"BertBase\", \"RobertaBase\""), "{text}");
+    assert!(
+        text.contains("choice(\"BertBase\", \"RobertaBase\""),
+        "{text}"
+    );
     assert!(text.contains("int[128, 512] step 32"), "{text}");
     assert!(text.contains("(only if head_layers > 0)"), "{text}");
     assert!(d.problems.is_empty());
@@ -262,7 +316,10 @@ fn every_field_kind_samples_within_its_narrowed_support() {
                     let msg = err.to_string();
                     assert!(matches!(err, TrialError::Infeasible(_)), "{msg}");
                     assert!(msg.contains("`width`"), "{msg}");
-                    assert!(msg.contains("if small { width <= 64, ratio <= 0.25, depth in [1, 2] }"), "{msg}");
+                    assert!(
+                        msg.contains("if small { width <= 64, ratio <= 0.25, depth in [1, 2] }"),
+                        "{msg}"
+                    );
                     assert!(msg.contains("if tight { width >= 128 }"), "{msg}");
                     let t = study.tell(trial, Err::<f64, _>(err)).unwrap();
                     assert_eq!(t.state, TrialState::Fail);
@@ -272,13 +329,20 @@ fn every_field_kind_samples_within_its_narrowed_support() {
             }
         }
     }
-    assert!(infeasible > 10 && complete > 100, "infeasible={infeasible} complete={complete}");
+    assert!(
+        infeasible > 10 && complete > 100,
+        "infeasible={infeasible} complete={complete}"
+    );
 }
 
 /// A toy objective over the constrained space: the optimum is a heavy model
 /// (which the constraint forces to small batches) with lr near 1e-4.
 fn toy(c: &Criteria) -> f64 {
-    let model = if c.model == Backbone::DebertaV3Large { 0.0 } else { 1.0 };
+    let model = if c.model == Backbone::DebertaV3Large {
+        0.0
+    } else {
+        1.0
+    };
     let lr = (c.lr.log10() + 4.0).powi(2);
     let batch = (c.batch_size as f64 - 16.0).abs() / 16.0;
     let len = (c.max_len as f64 - 384.0).abs() / 256.0;
@@ -294,7 +358,11 @@ fn converging_sampler() -> RandomSampler {
 
 #[test]
 fn a_sampler_finds_a_good_region_of_a_constrained_space() {
-    let study = Study::builder().direction(Direction::Minimize).sampler(converging_sampler()).build().unwrap();
+    let study = Study::builder()
+        .direction(Direction::Minimize)
+        .sampler(converging_sampler())
+        .build()
+        .unwrap();
     study
         .optimize(150, |trial| -> Result<f64, TrialError> {
             let c = Criteria::sample(trial)?;

@@ -74,7 +74,11 @@ impl<'a> Input<'a> {
             }
         }
         let fields = match &item.fields {
-            Fields::Named(named) => named.named.iter().filter_map(|f| Field::from_syn(cx, f)).collect(),
+            Fields::Named(named) => named
+                .named
+                .iter()
+                .filter_map(|f| Field::from_syn(cx, f))
+                .collect(),
             Fields::Unnamed(u) => {
                 cx.error_spanned_by(
                     u,
@@ -83,24 +87,42 @@ impl<'a> Input<'a> {
                 Vec::new()
             }
             Fields::Unit => {
-                cx.error_spanned_by(&item.ident, "#[search_space] needs a struct with named fields");
+                cx.error_spanned_by(
+                    &item.ident,
+                    "#[search_space] needs a struct with named fields",
+                );
                 Vec::new()
             }
         };
-        Input { item, krate, fields, constraints }
+        Input {
+            item,
+            krate,
+            fields,
+            constraints,
+        }
     }
 
     pub fn field(&self, name: &Ident) -> Option<(usize, &Field<'a>)> {
-        self.fields.iter().enumerate().find(|(_, f)| f.ident == name)
+        self.fields
+            .iter()
+            .enumerate()
+            .find(|(_, f)| f.ident == name)
     }
 }
 
 impl<'a> Field<'a> {
     fn from_syn(cx: &Ctxt, f: &'a syn::Field) -> Option<Field<'a>> {
         let ident = f.ident.as_ref()?;
-        let params: Vec<_> = f.attrs.iter().filter(|a| a.path().is_ident(PARAM)).collect();
+        let params: Vec<_> = f
+            .attrs
+            .iter()
+            .filter(|a| a.path().is_ident(PARAM))
+            .collect();
         for dup in params.iter().skip(1) {
-            cx.error_spanned_by(dup, format!("duplicate #[{PARAM}] on `{ident}`: merge them into one"));
+            cx.error_spanned_by(
+                dup,
+                format!("duplicate #[{PARAM}] on `{ident}`: merge them into one"),
+            );
         }
         let (inner, opt_inner) = match option_inner(&f.ty) {
             Some(t) => (t, true),
@@ -153,7 +175,10 @@ impl<'a> Field<'a> {
                 );
             }
             (Some(a), true, false) => {
-                cx.error_at(a.span, "a fixed field is never sampled, so it cannot have `active_if`");
+                cx.error_at(
+                    a.span,
+                    "a fixed field is never sampled, so it cannot have `active_if`",
+                );
             }
             (None, true, true) => {
                 cx.error_spanned_by(
@@ -182,7 +207,10 @@ fn check_kind(cx: &Ctxt, f: &Field, kind: Sp<KindAttr>) -> Option<Kind> {
     let ty = f.inner.to_token_stream().to_string().replace(' ', "");
     let name = f.ident;
     let wrong = |what: &str, hint: &str| {
-        cx.error_at(kind.span, format!("`{what}` does not fit `{name}: {ty}`; {hint}"));
+        cx.error_at(
+            kind.span,
+            format!("`{what}` does not fit `{name}: {ty}`; {hint}"),
+        );
     };
     let hint = match f.prim {
         Prim::Float => "use `float(low..=high)` or `choice(..)` for a float field",
@@ -232,7 +260,10 @@ fn check_kind(cx: &Ctxt, f: &Field, kind: Sp<KindAttr>) -> Option<Kind> {
                 let fits = match (&c.value, f.prim) {
                     (LitValue::Int(i), Prim::Int { min, max }) => {
                         if *i < min || *i > max {
-                            cx.error_spanned_by(&c.expr, format!("choice {i} does not fit in `{ty}`"));
+                            cx.error_spanned_by(
+                                &c.expr,
+                                format!("choice {i} does not fit in `{ty}`"),
+                            );
                             ok = false;
                         }
                         true
@@ -246,7 +277,10 @@ fn check_kind(cx: &Ctxt, f: &Field, kind: Sp<KindAttr>) -> Option<Kind> {
                 if !fits {
                     cx.error_spanned_by(
                         &c.expr,
-                        format!("this choice is {} but `{name}` is `{ty}`", c.value.describe()),
+                        format!(
+                            "this choice is {} but `{name}` is `{ty}`",
+                            c.value.describe()
+                        ),
                     );
                     ok = false;
                 }
@@ -255,7 +289,10 @@ fn check_kind(cx: &Ctxt, f: &Field, kind: Sp<KindAttr>) -> Option<Kind> {
                 for (i, c) in lits.iter().enumerate() {
                     let x = c.value.as_f64();
                     if lits[..i].iter().any(|d| d.value.as_f64() == x) {
-                        cx.error_spanned_by(&c.expr, "duplicate choice (equal as a float to an earlier one)");
+                        cx.error_spanned_by(
+                            &c.expr,
+                            "duplicate choice (equal as a float to an earlier one)",
+                        );
                         ok = false;
                     }
                 }
@@ -287,7 +324,10 @@ fn check_float(cx: &Ctxt, s: &RangeSpec) -> bool {
             ok = false;
         }
         if s.step.is_some() {
-            cx.error_at(log, "`log` and `step` cannot be combined: a log scale has no even grid");
+            cx.error_at(
+                log,
+                "`log` and `step` cannot be combined: a log scale has no even grid",
+            );
             ok = false;
         }
     }
@@ -323,19 +363,27 @@ fn check_int(cx: &Ctxt, f: &Field, s: &RangeSpec) -> bool {
         }
         n.int
     };
-    let (Some(low), Some(high)) = (int(&s.low), int(&s.high)) else { return false };
+    let (Some(low), Some(high)) = (int(&s.low), int(&s.high)) else {
+        return false;
+    };
     if let Prim::Int { min, max } = f.prim {
         for (v, n) in [(low, &s.low), (high, &s.high)] {
             if v < min || v > max {
                 let ty = f.inner.to_token_stream();
-                cx.error_spanned_by(&n.expr, format!("{v} does not fit in `{ty}` ({min}..={max})"));
+                cx.error_spanned_by(
+                    &n.expr,
+                    format!("{v} does not fit in `{ty}` ({min}..={max})"),
+                );
                 ok = false;
             }
         }
     }
     for (v, n) in [(low, &s.low), (high, &s.high)] {
         if i64::try_from(v).is_err() {
-            cx.error_spanned_by(&n.expr, format!("{v} is outside the i64 range parameters are stored in"));
+            cx.error_spanned_by(
+                &n.expr,
+                format!("{v} is outside the i64 range parameters are stored in"),
+            );
             ok = false;
         }
     }
@@ -348,11 +396,17 @@ fn check_int(cx: &Ctxt, f: &Field, s: &RangeSpec) -> bool {
     }
     if let Some(log) = s.log {
         if low <= 0 {
-            cx.error_spanned_by(&s.low.expr, format!("a `log` range needs low >= 1, got {low}"));
+            cx.error_spanned_by(
+                &s.low.expr,
+                format!("a `log` range needs low >= 1, got {low}"),
+            );
             ok = false;
         }
         if s.step.is_some() {
-            cx.error_at(log, "`log` and `step` cannot be combined: a log scale has no even grid");
+            cx.error_at(
+                log,
+                "`log` and `step` cannot be combined: a log scale has no even grid",
+            );
             ok = false;
         }
     }

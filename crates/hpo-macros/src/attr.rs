@@ -111,11 +111,19 @@ pub struct ParamAttr {
 /// Parses one `#[param(..)]` attribute.
 pub fn parse_param(cx: &Ctxt, attr: &Attribute) -> ParamAttr {
     let before = cx.len();
-    let mut out = ParamAttr { tokens: attr.to_token_stream(), kind: None, active_if: None, clean: true };
+    let mut out = ParamAttr {
+        tokens: attr.to_token_stream(),
+        kind: None,
+        active_if: None,
+        clean: true,
+    };
     match &attr.meta {
         syn::Meta::Path(_) => return out,
         syn::Meta::NameValue(nv) => {
-            cx.error_spanned_by(&nv.eq_token, format!("write `#[{PARAM}(..)]` with one of {PARAM_KEYS}"));
+            cx.error_spanned_by(
+                &nv.eq_token,
+                format!("write `#[{PARAM}(..)]` with one of {PARAM_KEYS}"),
+            );
             return out;
         }
         syn::Meta::List(_) => {}
@@ -126,7 +134,10 @@ pub fn parse_param(cx: &Ctxt, attr: &Attribute) -> ParamAttr {
             let name = key.to_string();
             let mut set_kind = |kind: KindAttr| {
                 if out.kind.is_some() {
-                    cx.error_at(key.span(), format!("duplicate kind `{name}`: a field has exactly one kind"));
+                    cx.error_at(
+                        key.span(),
+                        format!("duplicate kind `{name}`: a field has exactly one kind"),
+                    );
                 } else {
                     out.kind = Some(Sp::new(kind, key.span()));
                 }
@@ -134,13 +145,20 @@ pub fn parse_param(cx: &Ctxt, attr: &Attribute) -> ParamAttr {
             match name.as_str() {
                 FLOAT | INT => {
                     if !input.peek(syn::token::Paren) {
-                        cx.error_at(key.span(), format!("`{name}` needs a range: `{name}(low..=high)`"));
+                        cx.error_at(
+                            key.span(),
+                            format!("`{name}` needs a range: `{name}(low..=high)`"),
+                        );
                         skip_value(input)?;
                     } else {
                         let content;
                         syn::parenthesized!(content in input);
                         if let Some(spec) = parse_range(cx, &key, &content)? {
-                            set_kind(if name == FLOAT { KindAttr::Float(spec) } else { KindAttr::Int(spec) });
+                            set_kind(if name == FLOAT {
+                                KindAttr::Float(spec)
+                            } else {
+                                KindAttr::Int(spec)
+                            });
                         }
                     }
                 }
@@ -149,18 +167,26 @@ pub fn parse_param(cx: &Ctxt, attr: &Attribute) -> ParamAttr {
                         let extra: TokenStream = take_value(input)?;
                         cx.error_spanned_by(extra, format!("`{name}` takes no options"));
                     }
-                    set_kind(if name == BOOL { KindAttr::Bool } else { KindAttr::Default });
+                    set_kind(if name == BOOL {
+                        KindAttr::Bool
+                    } else {
+                        KindAttr::Default
+                    });
                 }
                 CHOICE => {
                     if input.peek(syn::token::Paren) {
                         let content;
                         let paren = syn::parenthesized!(content in input);
                         let list = content.parse_terminated(Expr::parse, Token![,])?;
-                        let choices = parse_choices(cx, paren.span.join(), list.into_iter().collect());
+                        let choices =
+                            parse_choices(cx, paren.span.join(), list.into_iter().collect());
                         set_kind(KindAttr::ChoiceLits(choices));
                     } else if input.peek(Token![=]) {
                         let extra = take_value(input)?;
-                        cx.error_spanned_by(extra, "list choices in parentheses: `choice(8, 16, 32)`");
+                        cx.error_spanned_by(
+                            extra,
+                            "list choices in parentheses: `choice(8, 16, 32)`",
+                        );
                     } else {
                         set_kind(KindAttr::ChoiceEnum);
                     }
@@ -183,23 +209,41 @@ pub fn parse_param(cx: &Ctxt, attr: &Attribute) -> ParamAttr {
                         input.parse::<Token![=]>()?;
                         let e: Expr = input.parse()?;
                         if out.active_if.is_some() {
-                            cx.error_at(key.span(), format!("duplicate `{ACTIVE_IF}`: combine the conditions with `&&`"));
+                            cx.error_at(
+                                key.span(),
+                                format!(
+                                    "duplicate `{ACTIVE_IF}`: combine the conditions with `&&`"
+                                ),
+                            );
                         } else {
                             out.active_if = Some(Sp::new(e, key.span()));
                         }
                     } else {
                         skip_value(input)?;
-                        cx.error_at(key.span(), "`active_if` needs a condition: `active_if = <bool expr>`");
+                        cx.error_at(
+                            key.span(),
+                            "`active_if` needs a condition: `active_if = <bool expr>`",
+                        );
                     }
                 }
                 LOG | STEP => {
                     skip_value(input)?;
-                    let example = if name == LOG { "float(1e-5..=1e-1, log)" } else { "int(128..=512, step = 32)" };
-                    cx.error_at(key.span(), format!("`{name}` goes inside the range's parentheses: `{example}`"));
+                    let example = if name == LOG {
+                        "float(1e-5..=1e-1, log)"
+                    } else {
+                        "int(128..=512, step = 32)"
+                    };
+                    cx.error_at(
+                        key.span(),
+                        format!("`{name}` goes inside the range's parentheses: `{example}`"),
+                    );
                 }
                 _ => {
                     skip_value(input)?;
-                    cx.error_at(key.span(), format!("unknown key `{name}` in #[{PARAM}]; expected one of {PARAM_KEYS}"));
+                    cx.error_at(
+                        key.span(),
+                        format!("unknown key `{name}` in #[{PARAM}]; expected one of {PARAM_KEYS}"),
+                    );
                 }
             }
             if input.is_empty() {
@@ -277,25 +321,43 @@ fn parse_range(cx: &Ctxt, key: &Ident, input: ParseStream) -> syn::Result<Option
             }
             other => {
                 skip_value(input)?;
-                cx.error_at(opt.span(), format!("unknown key `{other}` in `{kind}(..)`; expected `log` or `step = ..`"));
+                cx.error_at(
+                    opt.span(),
+                    format!("unknown key `{other}` in `{kind}(..)`; expected `log` or `step = ..`"),
+                );
             }
         }
     }
     let Expr::Range(r) = &range else {
-        cx.error_spanned_by(&range, format!("expected an inclusive range: `{kind}(low..=high)`"));
+        cx.error_spanned_by(
+            &range,
+            format!("expected an inclusive range: `{kind}(low..=high)`"),
+        );
         return Ok(None);
     };
     if let syn::RangeLimits::HalfOpen(dots) = r.limits {
-        cx.error_spanned_by(dots, "use an inclusive range `low..=high`: both bounds can be sampled");
+        cx.error_spanned_by(
+            dots,
+            "use an inclusive range `low..=high`: both bounds can be sampled",
+        );
         return Ok(None);
     }
     let (Some(lo), Some(hi)) = (&r.start, &r.end) else {
-        cx.error_spanned_by(&range, format!("a `{kind}` range needs both bounds: `{kind}(low..=high)`"));
+        cx.error_spanned_by(
+            &range,
+            format!("a `{kind}` range needs both bounds: `{kind}(low..=high)`"),
+        );
         return Ok(None);
     };
     let (low, high) = (number(cx, lo), number(cx, hi));
     match (low, high) {
-        (Some(low), Some(high)) => Ok(Some(RangeSpec { low, high, range: range.clone(), log, step })),
+        (Some(low), Some(high)) => Ok(Some(RangeSpec {
+            low,
+            high,
+            range: range.clone(),
+            log,
+            step,
+        })),
         _ => Ok(None),
     }
 }
@@ -303,10 +365,21 @@ fn parse_range(cx: &Ctxt, key: &Ident, input: ParseStream) -> syn::Result<Option
 /// A numeric literal, possibly negated.
 pub fn number(cx: &Ctxt, e: &Expr) -> Option<Num> {
     match lit_value(e) {
-        Some(LitValue::Int(i)) => Some(Num { float: i as f64, int: Some(i), expr: e.clone() }),
-        Some(LitValue::Float(x)) => Some(Num { float: x, int: None, expr: e.clone() }),
+        Some(LitValue::Int(i)) => Some(Num {
+            float: i as f64,
+            int: Some(i),
+            expr: e.clone(),
+        }),
+        Some(LitValue::Float(x)) => Some(Num {
+            float: x,
+            int: None,
+            expr: e.clone(),
+        }),
         _ => {
-            cx.error_spanned_by(e, "expected a number literal such as `16`, `-1.5` or `1e-4`");
+            cx.error_spanned_by(
+                e,
+                "expected a number literal such as `16`, `-1.5` or `1e-4`",
+            );
             None
         }
     }
@@ -322,7 +395,11 @@ pub fn lit_value(e: &Expr) -> Option<LitValue> {
             Lit::Bool(b) => Some(LitValue::Bool(b.value)),
             _ => None,
         },
-        Expr::Unary(ExprUnary { op: UnOp::Neg(_), expr, .. }) => match lit_value(expr)? {
+        Expr::Unary(ExprUnary {
+            op: UnOp::Neg(_),
+            expr,
+            ..
+        }) => match lit_value(expr)? {
             LitValue::Int(i) => Some(LitValue::Int(-i)),
             LitValue::Float(x) => Some(LitValue::Float(-x)),
             _ => None,
@@ -335,7 +412,10 @@ pub fn lit_value(e: &Expr) -> Option<LitValue> {
 
 fn parse_choices(cx: &Ctxt, span: Span, list: Vec<Expr>) -> Vec<LitChoice> {
     if list.is_empty() {
-        cx.error_at(span, "`choice()` is empty: list at least two choices, e.g. `choice(8, 16, 32)`");
+        cx.error_at(
+            span,
+            "`choice()` is empty: list at least two choices, e.g. `choice(8, 16, 32)`",
+        );
     }
     let mut out: Vec<LitChoice> = Vec::new();
     for e in list {
@@ -386,7 +466,10 @@ pub struct ConstraintAttr {
 /// Parses one `#[constraint(..)]`.
 pub fn parse_constraint(cx: &Ctxt, attr: &Attribute) -> Option<ConstraintAttr> {
     let syn::Meta::List(list) = &attr.meta else {
-        cx.error_spanned_by(attr, "write `#[constraint(if <condition> { field <= value, .. })]`");
+        cx.error_spanned_by(
+            attr,
+            "write `#[constraint(if <condition> { field <= value, .. })]`",
+        );
         return None;
     };
     let text = crate::text::pretty(&list.tokens);
@@ -410,14 +493,17 @@ pub fn parse_constraint(cx: &Ctxt, attr: &Attribute) -> Option<ConstraintAttr> {
                 Sp::new(Op::Eq, content.parse::<Token![==]>()?.span())
             } else if content.peek(Token![in]) {
                 Sp::new(Op::In, content.parse::<Token![in]>()?.span())
-            } else if content.peek(Token![<]) || content.peek(Token![>]) || content.peek(Token![!=]) {
+            } else if content.peek(Token![<]) || content.peek(Token![>]) || content.peek(Token![!=])
+            {
                 let tt: proc_macro2::TokenTree = content.parse()?;
                 return Err(syn::Error::new(
                     tt.span(),
                     "a narrowing uses `<=`, `>=`, `==` or `in [..]`; strict comparisons and `!=` are not supported",
                 ));
             } else {
-                return Err(content.error("expected `<=`, `>=`, `==` or `in [..]` after the field name"));
+                return Err(
+                    content.error("expected `<=`, `>=`, `==` or `in [..]` after the field name")
+                );
             };
             let values = if op.value == Op::In {
                 let arr: syn::ExprArray = content.parse()?;
@@ -429,19 +515,31 @@ pub fn parse_constraint(cx: &Ctxt, attr: &Attribute) -> Option<ConstraintAttr> {
                 vec![content.parse::<Expr>()?]
             };
             let consumed = rule_tokens(&start, &content);
-            rules.push(Rule { field, op, values, text: crate::text::pretty(&consumed) });
+            rules.push(Rule {
+                field,
+                op,
+                values,
+                text: crate::text::pretty(&consumed),
+            });
             if content.is_empty() {
                 break;
             }
             content.parse::<Token![,]>()?;
         }
         if rules.is_empty() {
-            cx.error_spanned_by(&cond, "this constraint narrows nothing: add rules like `{ batch_size <= 16 }`");
+            cx.error_spanned_by(
+                &cond,
+                "this constraint narrows nothing: add rules like `{ batch_size <= 16 }`",
+            );
         }
         if !input.is_empty() {
             return Err(input.error("unexpected tokens after the constraint's `{ .. }`"));
         }
-        Ok(ConstraintAttr { cond, rules, text: text.clone() })
+        Ok(ConstraintAttr {
+            cond,
+            rules,
+            text: text.clone(),
+        })
     };
     match attr.parse_args_with(parser) {
         Ok(c) => Some(c),
@@ -457,7 +555,9 @@ fn rule_tokens(start: &syn::parse::ParseBuffer, end: &syn::parse::ParseBuffer) -
     let mut out = TokenStream::new();
     let mut cursor = start.cursor();
     while cursor != end.cursor() {
-        let Some((tt, next)) = cursor.token_tree() else { break };
+        let Some((tt, next)) = cursor.token_tree() else {
+            break;
+        };
         out.extend([tt]);
         cursor = next;
     }
@@ -480,7 +580,10 @@ pub fn parse_macro_args(cx: &Ctxt, args: TokenStream) -> Option<syn::Path> {
                 }
             } else {
                 skip_value(input)?;
-                cx.error_at(key.span(), format!("unknown key `{key}`; #[search_space] accepts only `crate = \"path\"`"));
+                cx.error_at(
+                    key.span(),
+                    format!("unknown key `{key}`; #[search_space] accepts only `crate = \"path\"`"),
+                );
             }
             if input.is_empty() {
                 break;

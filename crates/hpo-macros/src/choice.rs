@@ -11,7 +11,11 @@ use syn::{Data, DeriveInput, Fields};
 pub fn derive(input: &DeriveInput) -> TokenStream {
     let cx = Ctxt::new();
     let mut krate: Option<syn::Path> = None;
-    for a in input.attrs.iter().filter(|a| a.path().is_ident(CHOICE_ATTR)) {
+    for a in input
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident(CHOICE_ATTR))
+    {
         if let Some(k) = parse_choice_attr(&cx, a) {
             krate = Some(k);
         }
@@ -19,7 +23,10 @@ pub fn derive(input: &DeriveInput) -> TokenStream {
     let krate = krate.unwrap_or_else(|| syn::parse_quote!(::hpo));
     let ident = &input.ident;
     if !input.generics.params.is_empty() {
-        cx.error_spanned_by(&input.generics, "`Choice` cannot be derived for a generic enum");
+        cx.error_spanned_by(
+            &input.generics,
+            "`Choice` cannot be derived for a generic enum",
+        );
     }
     let variants: Vec<&syn::Ident> = match &input.data {
         Data::Enum(e) => {
@@ -46,7 +53,10 @@ pub fn derive(input: &DeriveInput) -> TokenStream {
                 .collect()
         }
         _ => {
-            cx.error_spanned_by(ident, "`Choice` can only be derived for an enum of unit variants");
+            cx.error_spanned_by(
+                ident,
+                "`Choice` can only be derived for an enum of unit variants",
+            );
             Vec::new()
         }
     };

@@ -16,12 +16,16 @@ impl Ctxt {
 
     /// Records an error spanned at `tokens`.
     pub fn error_spanned_by<T: quote::ToTokens, M: Display>(&self, tokens: T, message: M) {
-        self.errors.borrow_mut().push(syn::Error::new_spanned(tokens.into_token_stream(), message));
+        self.errors
+            .borrow_mut()
+            .push(syn::Error::new_spanned(tokens.into_token_stream(), message));
     }
 
     /// Records an error at `span`.
     pub fn error_at<M: Display>(&self, span: proc_macro2::Span, message: M) {
-        self.errors.borrow_mut().push(syn::Error::new(span, message));
+        self.errors
+            .borrow_mut()
+            .push(syn::Error::new(span, message));
     }
 
     /// Records a syn error (from a failed parse).

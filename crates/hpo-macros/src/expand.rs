@@ -23,16 +23,20 @@ pub fn expand(input: &Input) -> TokenStream {
     let from = from_params_body(input, &p, &ty_name);
     let to = to_params_body(input, &p);
     let describe = describe_body(input, &p, &ty_name);
-    let variants = input.fields.iter().filter(|f| matches!(f.kind, Some(Kind::Enum))).map(|f| {
-        let name = variants_fn(f);
-        let inner = f.inner;
-        quote! {
-            #[doc(hidden)]
-            fn #name() -> #p::runtime::Variants<#inner> {
-                #p::runtime::variants::<#inner>()
+    let variants = input
+        .fields
+        .iter()
+        .filter(|f| matches!(f.kind, Some(Kind::Enum)))
+        .map(|f| {
+            let name = variants_fn(f);
+            let inner = f.inner;
+            quote! {
+                #[doc(hidden)]
+                fn #name() -> #p::runtime::Variants<#inner> {
+                    #p::runtime::variants::<#inner>()
+                }
             }
-        }
-    });
+        });
     quote! {
         #item
 
@@ -67,7 +71,8 @@ pub fn expand(input: &Input) -> TokenStream {
 /// The struct as the user wrote it, minus `#[constraint]` and `#[param]`.
 pub fn stripped(item: &syn::ItemStruct) -> syn::ItemStruct {
     let mut item = item.clone();
-    item.attrs.retain(|a| !a.path().is_ident(crate::symbol::CONSTRAINT));
+    item.attrs
+        .retain(|a| !a.path().is_ident(crate::symbol::CONSTRAINT));
     for f in item.fields.iter_mut() {
         f.attrs.retain(|a| !a.path().is_ident(crate::symbol::PARAM));
     }
@@ -98,7 +103,10 @@ fn choices_var(f: &Field) -> syn::Ident {
 
 /// Which fields some constraint narrows.
 fn is_target(input: &Input, f: &Field) -> bool {
-    input.constraints.iter().any(|c| c.rules.iter().any(|r| r.field == *f.ident))
+    input
+        .constraints
+        .iter()
+        .any(|c| c.rules.iter().any(|r| r.field == *f.ident))
 }
 
 /// `-x` as a minus token and a positive literal (robust in every compiler).
@@ -135,7 +143,9 @@ fn typed_lit(prim: Prim, e: &Expr) -> TokenStream {
                 lit
             }
         }
-        (Prim::String, Some(LitValue::Str(_))) => quote_spanned!(e.span()=> ::std::string::String::from(#e)),
+        (Prim::String, Some(LitValue::Str(_))) => {
+            quote_spanned!(e.span()=> ::std::string::String::from(#e))
+        }
         _ => e.to_token_stream(),
     }
 }
@@ -189,10 +199,21 @@ fn sample_body(input: &Input, p: &TokenStream) -> TokenStream {
     let ready: Vec<usize> = input
         .constraints
         .iter()
-        .map(|c| crate::valid::read_fields(input, &c.cond).into_iter().map(|i| i + 1).max().unwrap_or(0))
+        .map(|c| {
+            crate::valid::read_fields(input, &c.cond)
+                .into_iter()
+                .map(|i| i + 1)
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     for slot in 0..=input.fields.len() {
-        for (c, _) in input.constraints.iter().zip(&ready).filter(|(_, r)| **r == slot) {
+        for (c, _) in input
+            .constraints
+            .iter()
+            .zip(&ready)
+            .filter(|(_, r)| **r == slot)
+        {
             let cond = &c.cond;
             let text = &c.text;
             let rules = c.rules.iter().filter_map(|r| rule_code(input, r, text));
@@ -202,7 +223,9 @@ fn sample_body(input: &Input, p: &TokenStream) -> TokenStream {
                 }
             });
         }
-        let Some(f) = input.fields.get(slot) else { break };
+        let Some(f) = input.fields.get(slot) else {
+            break;
+        };
         let ident = f.ident;
         let ty = f.ty;
         let name = param_name(f);
@@ -338,8 +361,12 @@ fn from_params_body(input: &Input, p: &TokenStream, ty_name: &str) -> TokenStrea
         let inner = f.inner;
         let name = param_name(f);
         let value = match &f.kind {
-            Some(Kind::Float(_)) => quote!(#p::runtime::get_float::<#inner>(__hpo_params, #ty_name, #name)?),
-            Some(Kind::Int(_)) => quote!(#p::runtime::get_int::<#inner>(__hpo_params, #ty_name, #name)?),
+            Some(Kind::Float(_)) => {
+                quote!(#p::runtime::get_float::<#inner>(__hpo_params, #ty_name, #name)?)
+            }
+            Some(Kind::Int(_)) => {
+                quote!(#p::runtime::get_int::<#inner>(__hpo_params, #ty_name, #name)?)
+            }
             Some(Kind::Bool | Kind::Lits(_)) => {
                 let cv = choices_var(f);
                 quote!(#p::runtime::get_choice(__hpo_params, #ty_name, #name, &#cv)?)

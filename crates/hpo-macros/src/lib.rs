@@ -63,7 +63,10 @@ pub fn search_space(args: TokenStream, input: TokenStream) -> TokenStream {
     expand_search_space(args.into(), input.into()).into()
 }
 
-fn expand_search_space(args: proc_macro2::TokenStream, input: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
+fn expand_search_space(
+    args: proc_macro2::TokenStream,
+    input: proc_macro2::TokenStream,
+) -> proc_macro2::TokenStream {
     let item: syn::ItemStruct = match syn::parse2(input.clone()) {
         Ok(item) => item,
         Err(_) => {

@@ -18,7 +18,10 @@ enum Prev {
 }
 
 /// Keywords after which a group does not hug (`in [1, 2]`, `if (a)`).
-const KEYWORDS: &[&str] = &["in", "if", "else", "match", "return", "as", "move", "mut", "let", "while", "for", "loop", "where", "ref", "dyn", "impl"];
+const KEYWORDS: &[&str] = &[
+    "in", "if", "else", "match", "return", "as", "move", "mut", "let", "while", "for", "loop",
+    "where", "ref", "dyn", "impl",
+];
 
 /// Renders tokens with conventional Rust spacing.
 pub fn pretty(tokens: &TokenStream) -> String {
@@ -33,13 +36,23 @@ fn write(tokens: TokenStream, out: &mut String) {
     while let Some(tt) = iter.next() {
         match tt {
             TokenTree::Ident(i) => {
-                space_if(out, matches!(prev, Prev::Operand | Prev::Keyword | Prev::Spaced));
+                space_if(
+                    out,
+                    matches!(prev, Prev::Operand | Prev::Keyword | Prev::Spaced),
+                );
                 let s = i.to_string();
                 out.push_str(&s);
-                prev = if KEYWORDS.contains(&s.as_str()) { Prev::Keyword } else { Prev::Operand };
+                prev = if KEYWORDS.contains(&s.as_str()) {
+                    Prev::Keyword
+                } else {
+                    Prev::Operand
+                };
             }
             TokenTree::Literal(l) => {
-                space_if(out, matches!(prev, Prev::Operand | Prev::Keyword | Prev::Spaced));
+                space_if(
+                    out,
+                    matches!(prev, Prev::Operand | Prev::Keyword | Prev::Spaced),
+                );
                 out.push_str(&l.to_string());
                 prev = Prev::Operand;
             }
@@ -51,7 +64,8 @@ fn write(tokens: TokenStream, out: &mut String) {
                     Delimiter::None => ("", ""),
                 };
                 // Calls, indexing and macro arguments hug what precedes them.
-                let hug = prev == Prev::Operand && g.delimiter() != Delimiter::Brace || prev == Prev::Tight;
+                let hug = prev == Prev::Operand && g.delimiter() != Delimiter::Brace
+                    || prev == Prev::Tight;
                 space_if(out, !hug && prev != Prev::Open);
                 out.push_str(open);
                 write(g.stream(), out);
@@ -119,13 +133,19 @@ mod tests {
     #[test]
     fn renders_like_source() {
         assert_eq!(pretty(&quote!(model.is_heavy())), "model.is_heavy()");
-        assert_eq!(pretty(&quote!(head_layers > 0 && !flag)), "head_layers > 0 && !flag");
+        assert_eq!(
+            pretty(&quote!(head_layers > 0 && !flag)),
+            "head_layers > 0 && !flag"
+        );
         assert_eq!(
             pretty(&quote!(if model.is_heavy() { batch_size <= 16, max_len <= 384 })),
             "if model.is_heavy() { batch_size <= 16, max_len <= 384 }"
         );
         assert_eq!(pretty(&quote!(x in [1, -2])), "x in [1, -2]");
-        assert_eq!(pretty(&quote!(matches!(m, Backbone::BertLarge))), "matches!(m, Backbone::BertLarge)");
+        assert_eq!(
+            pretty(&quote!(matches!(m, Backbone::BertLarge))),
+            "matches!(m, Backbone::BertLarge)"
+        );
         assert_eq!(pretty(&quote!(a - -1.5)), "a - -1.5");
     }
 }

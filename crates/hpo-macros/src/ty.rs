@@ -33,7 +33,9 @@ impl Prim {
             Type::Paren(p) => Prim::of(&p.elem),
             Type::Group(g) => Prim::of(&g.elem),
             Type::Path(_) => {
-                let Some(name) = last_ident(ty) else { return Prim::Other };
+                let Some(name) = last_ident(ty) else {
+                    return Prim::Other;
+                };
                 match name.as_str() {
                     "f32" | "f64" => Prim::Float,
                     "bool" => Prim::Bool,
@@ -42,14 +44,26 @@ impl Prim {
                     "i16" => int::<i16>(),
                     "i32" => int::<i32>(),
                     "i64" => int::<i64>(),
-                    "isize" => Prim::Int { min: isize::MIN as i128, max: isize::MAX as i128 },
+                    "isize" => Prim::Int {
+                        min: isize::MIN as i128,
+                        max: isize::MAX as i128,
+                    },
                     "u8" => int::<u8>(),
                     "u16" => int::<u16>(),
                     "u32" => int::<u32>(),
                     "u64" => int::<u64>(),
-                    "usize" => Prim::Int { min: 0, max: usize::MAX as i128 },
-                    "i128" => Prim::Int { min: i128::MIN, max: i128::MAX },
-                    "u128" => Prim::Int { min: 0, max: i128::MAX },
+                    "usize" => Prim::Int {
+                        min: 0,
+                        max: usize::MAX as i128,
+                    },
+                    "i128" => Prim::Int {
+                        min: i128::MIN,
+                        max: i128::MAX,
+                    },
+                    "u128" => Prim::Int {
+                        min: 0,
+                        max: i128::MAX,
+                    },
                     _ => Prim::Other,
                 }
             }
@@ -59,7 +73,10 @@ impl Prim {
 }
 
 fn int<T: Into<i128> + Bounded>() -> Prim {
-    Prim::Int { min: T::MIN_VALUE.into(), max: T::MAX_VALUE.into() }
+    Prim::Int {
+        min: T::MIN_VALUE.into(),
+        max: T::MAX_VALUE.into(),
+    }
 }
 
 trait Bounded: Sized {
@@ -92,7 +109,9 @@ pub fn option_inner(ty: &Type) -> Option<&Type> {
     if seg.ident != "Option" {
         return None;
     }
-    let PathArguments::AngleBracketed(args) = &seg.arguments else { return None };
+    let PathArguments::AngleBracketed(args) = &seg.arguments else {
+        return None;
+    };
     match args.args.first() {
         Some(GenericArgument::Type(t)) if args.args.len() == 1 => Some(t),
         _ => None,

@@ -16,21 +16,34 @@ use syn::{Expr, Ident};
 pub fn check(cx: &Ctxt, input: &Input) {
     for (i, f) in input.fields.iter().enumerate() {
         if let Some(cond) = &f.active_if {
-            check_reads(cx, input, &cond.value, i, &format!("`{}`", f.ident), "its `active_if`");
+            check_reads(
+                cx,
+                input,
+                &cond.value,
+                i,
+                &format!("`{}`", f.ident),
+                "its `active_if`",
+            );
         }
     }
     for c in &input.constraints {
         let mut targets: Vec<(usize, &Rule)> = Vec::new();
         for rule in &c.rules {
             let Some((i, f)) = input.field(&rule.field) else {
-                cx.error_spanned_by(&rule.field, format!("unknown field `{}` in constraint", rule.field));
+                cx.error_spanned_by(
+                    &rule.field,
+                    format!("unknown field `{}` in constraint", rule.field),
+                );
                 continue;
             };
             let Some(kind) = &f.kind else { continue };
             if !kind.is_searched() {
                 cx.error_spanned_by(
                     &rule.field,
-                    format!("`{}` is not searched (it is fixed), so a constraint cannot narrow it", f.ident),
+                    format!(
+                        "`{}` is not searched (it is fixed), so a constraint cannot narrow it",
+                        f.ident
+                    ),
                 );
                 continue;
             }
@@ -38,7 +51,14 @@ pub fn check(cx: &Ctxt, input: &Input) {
             targets.push((i, rule));
         }
         if let Some(&(first, rule)) = targets.iter().min_by_key(|(i, _)| *i) {
-            check_reads(cx, input, &c.cond, first, &format!("`{}`", rule.field), "this constraint");
+            check_reads(
+                cx,
+                input,
+                &c.cond,
+                first,
+                &format!("`{}`", rule.field),
+                "this constraint",
+            );
         }
     }
 }
@@ -72,7 +92,10 @@ fn check_reads(cx: &Ctxt, input: &Input, cond: &Expr, before: usize, affected: &
                 let list: Vec<&str> = known.iter().map(String::as_str).collect();
                 cx.error_spanned_by(
                     id,
-                    format!("unknown field `{name}` in condition; the fields are: {}", list.join(", ")),
+                    format!(
+                        "unknown field `{name}` in condition; the fields are: {}",
+                        list.join(", ")
+                    ),
                 );
             }
             None => {}
@@ -131,7 +154,9 @@ fn flatten(ts: proc_macro2::TokenStream) -> Vec<TokenTree> {
     let mut out = Vec::new();
     for tt in ts {
         match tt {
-            TokenTree::Group(g) if g.delimiter() != proc_macro2::Delimiter::Parenthesis => out.extend(flatten(g.stream())),
+            TokenTree::Group(g) if g.delimiter() != proc_macro2::Delimiter::Parenthesis => {
+                out.extend(flatten(g.stream()))
+            }
             TokenTree::Group(g) => {
                 out.push(TokenTree::Group(g.clone()));
                 out.extend(flatten(g.stream()));
@@ -160,16 +185,26 @@ fn check_rule(cx: &Ctxt, f: &Field, kind: &Kind, rule: &Rule) {
             let Some(v) = rule.values.first() else { return };
             let Some(x) = lit_value(v).and_then(|l| l.as_f64()) else {
                 if lit_value(v).is_some() {
-                    cx.error_spanned_by(v, format!("`{name}` is a number; compare it with a number"));
+                    cx.error_spanned_by(
+                        v,
+                        format!("`{name}` is a number; compare it with a number"),
+                    );
                 }
                 return;
             };
             if matches!(kind, Kind::Int(_)) && x.fract() != 0.0 {
-                cx.error_spanned_by(v, format!("`{name}` is an integer; compare it with an integer"));
+                cx.error_spanned_by(
+                    v,
+                    format!("`{name}` is an integer; compare it with an integer"),
+                );
                 return;
             }
             let (low, high) = (spec.low.float, spec.high.float);
-            let declared = format!("`{name}` is declared as {}..={}", spec.low.expr.to_token_stream(), spec.high.expr.to_token_stream());
+            let declared = format!(
+                "`{name}` is declared as {}..={}",
+                spec.low.expr.to_token_stream(),
+                spec.high.expr.to_token_stream()
+            );
             match rule.op.value {
                 Op::Le if x < low => never(v, declared),
                 Op::Ge if x > high => never(v, declared),
@@ -180,7 +215,10 @@ fn check_rule(cx: &Ctxt, f: &Field, kind: &Kind, rule: &Rule) {
         Kind::Lits(_) | Kind::Bool => {
             let values: Vec<_> = match kind {
                 Kind::Lits(c) => c.iter().map(|c| c.value.clone()).collect(),
-                _ => vec![crate::attr::LitValue::Bool(false), crate::attr::LitValue::Bool(true)],
+                _ => vec![
+                    crate::attr::LitValue::Bool(false),
+                    crate::attr::LitValue::Bool(true),
+                ],
             };
             let listed: Vec<String> = values.iter().map(show).collect();
             let all = listed.join(", ");
@@ -189,19 +227,33 @@ fn check_rule(cx: &Ctxt, f: &Field, kind: &Kind, rule: &Rule) {
                     for v in &rule.values {
                         let Some(lit) = lit_value(v) else { continue };
                         if !values.iter().any(|c| same(c, &lit)) {
-                            cx.error_spanned_by(v, format!("{} is not one of `{name}`'s choices ({all})", show(&lit)));
+                            cx.error_spanned_by(
+                                v,
+                                format!("{} is not one of `{name}`'s choices ({all})", show(&lit)),
+                            );
                         }
                     }
                 }
                 Op::Le | Op::Ge => {
                     let Some(v) = rule.values.first() else { return };
-                    let Some(x) = lit_value(v).and_then(|l| l.as_f64()) else { return };
+                    let Some(x) = lit_value(v).and_then(|l| l.as_f64()) else {
+                        return;
+                    };
                     let nums: Vec<f64> = values.iter().filter_map(|c| c.as_f64()).collect();
                     if nums.is_empty() {
-                        cx.error_at(rule.op.span, format!("`{name}` has no numeric choices; use `==` or `in [..]`"));
+                        cx.error_at(
+                            rule.op.span,
+                            format!("`{name}` has no numeric choices; use `==` or `in [..]`"),
+                        );
                         return;
                     }
-                    let keeps = nums.iter().any(|c| if rule.op.value == Op::Le { *c <= x } else { *c >= x });
+                    let keeps = nums.iter().any(|c| {
+                        if rule.op.value == Op::Le {
+                            *c <= x
+                        } else {
+                            *c >= x
+                        }
+                    });
                     if !keeps {
                         never(v, format!("no choice of `{name}` ({all}) satisfies it"));
                     }

@@ -59,7 +59,10 @@ pub struct SpaceDescription {
 impl SpaceDescription {
     /// An empty description of the type `name`.
     pub fn new(name: impl Into<String>) -> Self {
-        SpaceDescription { name: name.into(), ..Self::default() }
+        SpaceDescription {
+            name: name.into(),
+            ..Self::default()
+        }
     }
 
     /// Adds a searched parameter; a distribution that failed to build is
@@ -73,7 +76,10 @@ impl SpaceDescription {
         match distribution {
             Ok(distribution) => self.params.push(ParamDescription {
                 name: name.to_owned(),
-                kind: ParamKind::Searched { distribution, active_if: active_if.map(str::to_owned) },
+                kind: ParamKind::Searched {
+                    distribution,
+                    active_if: active_if.map(str::to_owned),
+                },
             }),
             Err(e) => self.problems.push(format!("`{name}`: {e}")),
         }
@@ -84,7 +90,9 @@ impl SpaceDescription {
     pub fn fixed(mut self, name: &str, value: &str) -> Self {
         self.params.push(ParamDescription {
             name: name.to_owned(),
-            kind: ParamKind::Fixed { value: value.to_owned() },
+            kind: ParamKind::Fixed {
+                value: value.to_owned(),
+            },
         });
         self
     }
@@ -115,7 +123,10 @@ impl fmt::Display for SpaceDescription {
         let width = self.params.iter().map(|p| p.name.len()).max().unwrap_or(0);
         for p in &self.params {
             match &p.kind {
-                ParamKind::Searched { distribution, active_if } => {
+                ParamKind::Searched {
+                    distribution,
+                    active_if,
+                } => {
                     write!(f, "  {:width$}  {distribution}", p.name)?;
                     if let Some(c) = active_if {
                         write!(f, "  (only if {c})")?;

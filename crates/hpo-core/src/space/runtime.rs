@@ -26,7 +26,12 @@ pub struct Narrow {
 
 impl Default for Narrow {
     fn default() -> Self {
-        Narrow { low: f64::NEG_INFINITY, high: f64::INFINITY, keep: None, by: Vec::new() }
+        Narrow {
+            low: f64::NEG_INFINITY,
+            high: f64::INFINITY,
+            keep: None,
+            by: Vec::new(),
+        }
     }
 }
 
@@ -74,7 +79,9 @@ impl Narrow {
     fn choice_support(&self) -> Support {
         match &self.keep {
             None => Support::Full,
-            Some(keep) => Support::choices(keep.iter().enumerate().filter(|(_, k)| **k).map(|(i, _)| i)),
+            Some(keep) => {
+                Support::choices(keep.iter().enumerate().filter(|(_, k)| **k).map(|(i, _)| i))
+            }
         }
     }
 
@@ -98,8 +105,12 @@ pub fn float<T: FloatValue>(
     dist: Result<FloatDistribution>,
     narrow: &Narrow,
 ) -> Result<T, TrialError> {
-    let v = trial.suggest_within(name, dist?, &narrow.range_support()).map_err(|e| narrow.outcome(e))?;
-    v.as_f64().map(T::from_f64).ok_or_else(|| TrialError::Failed(format!("`{name}` is not a float: {v}")))
+    let v = trial
+        .suggest_within(name, dist?, &narrow.range_support())
+        .map_err(|e| narrow.outcome(e))?;
+    v.as_f64()
+        .map(T::from_f64)
+        .ok_or_else(|| TrialError::Failed(format!("`{name}` is not a float: {v}")))
 }
 
 /// Samples an integer field.
@@ -109,15 +120,24 @@ pub fn int<T: IntValue>(
     dist: Result<IntDistribution>,
     narrow: &Narrow,
 ) -> Result<T, TrialError> {
-    let v = trial.suggest_within(name, dist?, &narrow.range_support()).map_err(|e| narrow.outcome(e))?;
+    let v = trial
+        .suggest_within(name, dist?, &narrow.range_support())
+        .map_err(|e| narrow.outcome(e))?;
     v.as_i64()
         .and_then(T::from_i64)
         .ok_or_else(|| TrialError::Failed(format!("`{name}` does not fit its field: {v}")))
 }
 
-fn index(trial: &mut Trial, name: &str, labels: Vec<Choice>, narrow: &Narrow) -> Result<usize, TrialError> {
+fn index(
+    trial: &mut Trial,
+    name: &str,
+    labels: Vec<Choice>,
+    narrow: &Narrow,
+) -> Result<usize, TrialError> {
     let dist = CategoricalDistribution::new(labels)?;
-    let v = trial.suggest_within(name, dist.clone(), &narrow.choice_support()).map_err(|e| narrow.outcome(e))?;
+    let v = trial
+        .suggest_within(name, dist.clone(), &narrow.choice_support())
+        .map_err(|e| narrow.outcome(e))?;
     v.as_choice()
         .and_then(|c| dist.index_of(c))
         .ok_or_else(|| TrialError::Failed(format!("`{name}` is not one of its choices: {v}")))
@@ -131,7 +151,10 @@ pub fn choose<T: Clone + Into<Choice>>(
     narrow: &Narrow,
 ) -> Result<T, TrialError> {
     let i = index(trial, name, labels(choices), narrow)?;
-    choices.get(i).cloned().ok_or_else(|| TrialError::Failed(format!("`{name}`: choice {i} out of range")))
+    choices
+        .get(i)
+        .cloned()
+        .ok_or_else(|| TrialError::Failed(format!("`{name}`: choice {i} out of range")))
 }
 
 /// The variants of a [`super::ChoiceEnum`], captured once per field so a
@@ -153,13 +176,24 @@ impl<T> Copy for Variants<T> {}
 
 /// The variants of `T`.
 pub fn variants<T: super::ChoiceEnum>() -> Variants<T> {
-    Variants { all: T::ALL, names: T::NAMES, index: T::index, from_index: T::from_index }
+    Variants {
+        all: T::ALL,
+        names: T::NAMES,
+        index: T::index,
+        from_index: T::from_index,
+    }
 }
 
 /// Samples an enum field.
-pub fn choose_enum<T>(trial: &mut Trial, name: &str, variants: Variants<T>, narrow: &Narrow) -> Result<T, TrialError> {
+pub fn choose_enum<T>(
+    trial: &mut Trial,
+    name: &str,
+    variants: Variants<T>,
+    narrow: &Narrow,
+) -> Result<T, TrialError> {
     let i = index(trial, name, enum_labels(variants), narrow)?;
-    (variants.from_index)(i).ok_or_else(|| TrialError::Failed(format!("`{name}`: variant {i} out of range")))
+    (variants.from_index)(i)
+        .ok_or_else(|| TrialError::Failed(format!("`{name}`: variant {i} out of range")))
 }
 
 /// The categorical distribution over `labels`.
@@ -174,25 +208,48 @@ pub fn labels<T: Clone + Into<Choice>>(choices: &[T]) -> Vec<Choice> {
 
 /// The labels of an enum's variants (their names).
 pub fn enum_labels<T>(variants: Variants<T>) -> Vec<Choice> {
-    variants.names.iter().map(|n| Choice::Str((*n).to_owned())).collect()
+    variants
+        .names
+        .iter()
+        .map(|n| Choice::Str((*n).to_owned()))
+        .collect()
 }
 
 fn bad(ty: &str, name: &str, reason: String) -> Error {
-    Error::Parse { what: format!("parameter `{name}` of `{ty}`"), reason }
+    Error::Parse {
+        what: format!("parameter `{name}` of `{ty}`"),
+        reason,
+    }
 }
 
-fn get<'a>(params: &'a BTreeMap<String, ParamValue>, ty: &str, name: &str) -> Result<&'a ParamValue> {
-    params.get(name).ok_or_else(|| bad(ty, name, "it is missing from the parameters".into()))
+fn get<'a>(
+    params: &'a BTreeMap<String, ParamValue>,
+    ty: &str,
+    name: &str,
+) -> Result<&'a ParamValue> {
+    params
+        .get(name)
+        .ok_or_else(|| bad(ty, name, "it is missing from the parameters".into()))
 }
 
 /// Reads a float field from stored parameters.
-pub fn get_float<T: FloatValue>(params: &BTreeMap<String, ParamValue>, ty: &str, name: &str) -> Result<T> {
+pub fn get_float<T: FloatValue>(
+    params: &BTreeMap<String, ParamValue>,
+    ty: &str,
+    name: &str,
+) -> Result<T> {
     let v = get(params, ty, name)?;
-    v.as_f64().map(T::from_f64).ok_or_else(|| bad(ty, name, format!("expected a number, found {v}")))
+    v.as_f64()
+        .map(T::from_f64)
+        .ok_or_else(|| bad(ty, name, format!("expected a number, found {v}")))
 }
 
 /// Reads an integer field from stored parameters.
-pub fn get_int<T: IntValue>(params: &BTreeMap<String, ParamValue>, ty: &str, name: &str) -> Result<T> {
+pub fn get_int<T: IntValue>(
+    params: &BTreeMap<String, ParamValue>,
+    ty: &str,
+    name: &str,
+) -> Result<T> {
     let v = get(params, ty, name)?;
     let i = match v {
         ParamValue::Float(x) if x.fract() == 0.0 && x.abs() < 9.0e15 => Some(*x as i64),
@@ -202,12 +259,21 @@ pub fn get_int<T: IntValue>(params: &BTreeMap<String, ParamValue>, ty: &str, nam
     T::from_i64(i).ok_or_else(|| bad(ty, name, format!("{i} does not fit the field's type")))
 }
 
-fn get_index(params: &BTreeMap<String, ParamValue>, ty: &str, name: &str, labels: &[Choice]) -> Result<usize> {
+fn get_index(
+    params: &BTreeMap<String, ParamValue>,
+    ty: &str,
+    name: &str,
+    labels: &[Choice],
+) -> Result<usize> {
     let v = get(params, ty, name)?;
     let c = v.to_choice();
     labels.iter().position(|l| l.same_as(&c)).ok_or_else(|| {
         let all: Vec<String> = labels.iter().map(ToString::to_string).collect();
-        bad(ty, name, format!("{v} is not one of its choices ({})", all.join(", ")))
+        bad(
+            ty,
+            name,
+            format!("{v} is not one of its choices ({})", all.join(", ")),
+        )
     })
 }
 
@@ -219,11 +285,19 @@ pub fn get_choice<T: Clone + Into<Choice>>(
     choices: &[T],
 ) -> Result<T> {
     let i = get_index(params, ty, name, &labels(choices))?;
-    choices.get(i).cloned().ok_or_else(|| bad(ty, name, format!("choice {i} out of range")))
+    choices
+        .get(i)
+        .cloned()
+        .ok_or_else(|| bad(ty, name, format!("choice {i} out of range")))
 }
 
 /// Reads an enum field from stored parameters (by variant name).
-pub fn get_enum<T>(params: &BTreeMap<String, ParamValue>, ty: &str, name: &str, variants: Variants<T>) -> Result<T> {
+pub fn get_enum<T>(
+    params: &BTreeMap<String, ParamValue>,
+    ty: &str,
+    name: &str,
+    variants: Variants<T>,
+) -> Result<T> {
     let i = get_index(params, ty, name, &enum_labels(variants))?;
     (variants.from_index)(i).ok_or_else(|| bad(ty, name, format!("variant {i} out of range")))
 }
@@ -245,7 +319,11 @@ pub fn choice_param<T: Clone + Into<Choice>>(v: &T) -> ParamValue {
 
 /// The stored value of an enum field.
 pub fn enum_param<T>(v: &T, variants: Variants<T>) -> ParamValue {
-    let name = variants.names.get((variants.index)(v)).copied().unwrap_or_default();
+    let name = variants
+        .names
+        .get((variants.index)(v))
+        .copied()
+        .unwrap_or_default();
     ParamValue::Choice(Choice::Str(name.to_owned()))
 }
 
@@ -333,8 +411,14 @@ mod tests {
         n.keep(&[8, 16, 32], |v| *v >= 16, "b");
         assert_eq!(n.choice_support(), Support::Choices(vec![1]));
         assert_eq!(n.by, vec!["a", "b"]);
-        let e = n.outcome(Error::EmptySupport { name: "x".into(), reason: "none".into() });
-        assert!(matches!(&e, TrialError::Infeasible(m) if m.contains("`a` and `b`")), "{e:?}");
+        let e = n.outcome(Error::EmptySupport {
+            name: "x".into(),
+            reason: "none".into(),
+        });
+        assert!(
+            matches!(&e, TrialError::Infeasible(m) if m.contains("`a` and `b`")),
+            "{e:?}"
+        );
     }
 
     #[test]
