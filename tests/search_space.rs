@@ -3,6 +3,8 @@
 //! round-trip through parameters and enqueued trials, and a sampler learns a
 //! constrained space.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use hpo::{
     Direction, FailureKind, ParamKind, ParamValue, RandomSampler, SearchSpace, Study, Trial,
     TrialError, TrialState,
@@ -80,7 +82,7 @@ fn check_criteria(c: &Criteria) {
     }
     assert!([8, 12, 16, 24, 32, 48, 64].contains(&c.batch_size));
     assert!(
-        (128..=512).contains(&c.max_len) && c.max_len % 32 == 0,
+        (128..=512).contains(&c.max_len) && c.max_len.is_multiple_of(32),
         "{c:?}"
     );
     assert!((1e-6..=5e-4).contains(&c.lr));

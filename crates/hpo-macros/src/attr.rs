@@ -121,7 +121,7 @@ pub fn parse_param(cx: &Ctxt, attr: &Attribute) -> ParamAttr {
         syn::Meta::Path(_) => return out,
         syn::Meta::NameValue(nv) => {
             cx.error_spanned_by(
-                &nv.eq_token,
+                nv.eq_token,
                 format!("write `#[{PARAM}(..)]` with one of {PARAM_KEYS}"),
             );
             return out;

@@ -46,6 +46,16 @@ pub fn expand(input: &Input) -> TokenStream {
         }
 
         #[automatically_derived]
+        // The user's conditions and narrowing values are pasted in with their
+        // own spans; these lints would fire on the shapes we generate around
+        // them (`*v == false`, `v == a || v == b`), not on what they wrote.
+        #[allow(
+            clippy::nonminimal_bool,
+            clippy::bool_comparison,
+            clippy::cmp_owned,
+            clippy::unnecessary_cast,
+            clippy::float_cmp
+        )]
         impl #p::SearchSpace for #ident {
             fn sample(__hpo_trial: &mut #p::Trial) -> #p::Result<Self, #p::TrialError> {
                 #sample
@@ -284,7 +294,10 @@ fn rule_code(input: &Input, rule: &Rule, text: &str) -> Option<TokenStream> {
     match f.kind.as_ref()? {
         Kind::Float(_) | Kind::Int(_) => {
             let v = rule.values.first()?;
-            let v = quote_spanned!(v.span()=> ((#v) as f64));
+            let v = match lit_value(v).and_then(|l| l.as_f64()) {
+                Some(x) => float_lit(x),
+                None => quote_spanned!(v.span()=> ((#v) as f64)),
+            };
             Some(match rule.op.value {
                 Op::Le => quote_spanned!(span=> #n.at_most(#v, #text);),
                 Op::Ge => quote_spanned!(span=> #n.at_least(#v, #text);),
@@ -303,11 +316,13 @@ fn rule_code(input: &Input, rule: &Rule, text: &str) -> Option<TokenStream> {
                     quote!(&#cv)
                 }
             };
-            let vals: Vec<TokenStream> = rule.values.iter().map(|e| typed_lit(f.prim, e)).collect();
+            // Strings compare as `String == &str`, without allocating.
+            let prim = if f.prim == Prim::String { Prim::Str } else { f.prim };
+            let vals: Vec<TokenStream> = rule.values.iter().map(|e| typed_lit(prim, e)).collect();
             let pred = match rule.op.value {
                 Op::Le => quote_spanned!(span=> *__hpo_v <= #(#vals)*),
                 Op::Ge => quote_spanned!(span=> *__hpo_v >= #(#vals)*),
-                Op::Eq | Op::In => quote_spanned!(span=> false #(|| *__hpo_v == #vals)*),
+                Op::Eq | Op::In => quote_spanned!(span=> #(*__hpo_v == #vals)||*),
             };
             Some(quote!(#n.keep(#set, |__hpo_v: &#inner| #pred, #text);))
         }
