@@ -317,7 +317,11 @@ fn rule_code(input: &Input, rule: &Rule, text: &str) -> Option<TokenStream> {
                 }
             };
             // Strings compare as `String == &str`, without allocating.
-            let prim = if f.prim == Prim::String { Prim::Str } else { f.prim };
+            let prim = if f.prim == Prim::String {
+                Prim::Str
+            } else {
+                f.prim
+            };
             let vals: Vec<TokenStream> = rule.values.iter().map(|e| typed_lit(prim, e)).collect();
             let pred = match rule.op.value {
                 Op::Le => quote_spanned!(span=> *__hpo_v <= #(#vals)*),
