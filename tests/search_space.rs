@@ -246,7 +246,7 @@ enum Opt {
 
 #[hpo::search_space]
 #[constraint(if optimizer == Opt::Sgd { momentum >= 0.5, warmup == false, name in ["a", "b"] })]
-#[constraint(if small { width <= 64, ratio <= 0.25, depth in [1, 2] })]
+#[constraint(if small { width <= 64, ratio <= 0.25, depth in [1, 2], fallback in [Opt::Adam, Opt::Lion] })]
 #[constraint(if tight { width >= 128 })]
 #[derive(Debug, Clone, PartialEq)]
 struct Everything {
@@ -256,6 +256,8 @@ struct Everything {
     small: bool,
     #[param(bool)]
     tight: bool,
+    #[param(choice)]
+    fallback: Opt,
     #[param(float(0.0..=0.99))]
     momentum: f32,
     #[param(float(0.0..=1.0, step = 0.125))]
@@ -298,6 +300,7 @@ fn every_field_kind_samples_within_its_narrowed_support() {
                     }
                     if e.small {
                         assert!(e.width <= 64 && e.ratio <= 0.25 && e.depth <= 2, "{e:?}");
+                        assert_ne!(e.fallback, Opt::Sgd, "{e:?}");
                     }
                     if e.tight {
                         assert!(e.width >= 128, "{e:?}");
@@ -319,7 +322,9 @@ fn every_field_kind_samples_within_its_narrowed_support() {
                     assert!(matches!(err, TrialError::Infeasible(_)), "{msg}");
                     assert!(msg.contains("`width`"), "{msg}");
                     assert!(
-                        msg.contains("if small { width <= 64, ratio <= 0.25, depth in [1, 2] }"),
+                        msg.contains(
+                            "if small { width <= 64, ratio <= 0.25, depth in [1, 2], fallback"
+                        ),
                         "{msg}"
                     );
                     assert!(msg.contains("if tight { width >= 128 }"), "{msg}");
@@ -377,4 +382,33 @@ fn a_sampler_finds_a_good_region_of_a_constrained_space() {
     // needs the heavy model, a near-optimal lr and the largest allowed length.
     let value = toy(&best);
     assert!(value < 0.9, "best {value} with {best:?}");
+}
+
+/// A crate that re-exports `hpo` elsewhere points the macros at it.
+mod reexport {
+    pub use hpo as engine;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, hpo::Choice)]
+#[choice(crate = "crate::reexport::engine")]
+enum Act {
+    Relu,
+    Gelu,
+}
+
+#[hpo::search_space(crate = "crate::reexport::engine")]
+#[derive(Debug, PartialEq)]
+struct Reexported {
+    #[param(choice)]
+    act: Act,
+    #[param(int(1..=4))]
+    layers: u8,
+}
+
+#[test]
+fn the_crate_path_can_be_overridden() {
+    let study = random_study(5);
+    let (c, trial): (Reexported, _) = sample_one(&study);
+    assert_eq!(Reexported::from_params(&trial.params()).unwrap(), c);
+    assert_eq!(trial.params().len(), 2);
 }

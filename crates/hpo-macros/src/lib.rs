@@ -104,3 +104,72 @@ pub fn derive_choice(input: TokenStream) -> TokenStream {
         Err(e) => e.to_compile_error().into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::expand_search_space;
+    use quote::quote;
+
+    fn criteria() -> proc_macro2::TokenStream {
+        quote! {
+            #[constraint(if model.is_heavy() { batch_size <= 16 })]
+            #[derive(Debug)]
+            pub struct Criteria {
+                #[param(choice)] model: Backbone,
+                #[param(choice(8, 16, 32))] batch_size: usize,
+                #[param(int(0..=3))] layers: u8,
+                #[param(int(8..=64), active_if = layers > 0)] width: Option<u32>,
+                #[param(fixed = 100)] epochs: usize,
+            }
+        }
+    }
+
+    #[test]
+    fn generated_code_names_hpo_only_under_private() {
+        let out = expand_search_space(quote!(), criteria()).to_string();
+        assert!(!out.contains("compile_error"), "{out}");
+        let hpo_paths = out.matches(":: hpo ::").count();
+        assert!(hpo_paths > 10);
+        assert_eq!(
+            out.matches(":: hpo :: __private").count(),
+            hpo_paths,
+            "{out}"
+        );
+        // The user's struct keeps its derive and visibility, without helper attributes.
+        assert!(
+            out.contains("# [derive (Debug)] pub struct Criteria"),
+            "{out}"
+        );
+        assert!(
+            !out.contains("# [param") && !out.contains("# [constraint"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn the_crate_override_replaces_every_path() {
+        let out = expand_search_space(quote!(crate = "my::engine"), criteria()).to_string();
+        assert!(!out.contains(":: hpo ::"), "{out}");
+        assert!(
+            out.contains("my :: engine :: __private :: SearchSpace"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn every_mistake_is_reported_in_one_expansion_beside_a_fallback() {
+        let input = quote! {
+            struct S {
+                #[param(flaot(0.0..=1.0))] a: f64,
+                #[param(int(5..=1))] b: u32,
+                #[param(choice())] c: usize,
+                d: u32,
+            }
+        };
+        let out = expand_search_space(quote!(), input).to_string();
+        assert_eq!(out.matches("compile_error").count(), 4, "{out}");
+        // The fallback still defines the struct and an impl, so user code type-checks.
+        assert!(out.contains("struct S"), "{out}");
+        assert!(out.contains("unreachable"), "{out}");
+    }
+}
