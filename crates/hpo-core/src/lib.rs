@@ -48,6 +48,7 @@ pub mod distribution;
 mod error;
 pub mod pruner;
 pub mod sampler;
+pub mod space;
 pub mod storage;
 pub mod study;
 pub mod trial;
@@ -63,6 +64,7 @@ pub use crate::pruner::{
     Resource, SuccessiveHalvingConfig, SuccessiveHalvingPruner, ThresholdConfig, ThresholdPruner,
 };
 pub use crate::sampler::{GridSampler, RandomSampler, Sampler};
+pub use crate::space::{ChoiceEnum, ParamDescription, ParamKind, SearchSpace, SpaceDescription};
 pub use crate::storage::{InMemoryStorage, Storage, StudySummary};
 pub use crate::study::{Direction, Optimize, Study, StudyBuilder, StudyView};
 pub use crate::trial::{FailureKind, FrozenTrial, IntoTrialResult, Trial, TrialError, TrialState};
