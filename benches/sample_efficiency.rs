@@ -30,7 +30,9 @@ struct Problem {
 }
 
 fn floats(t: &mut hpo::Trial, d: usize, lo: f64, hi: f64) -> hpo::Result<Vec<f64>> {
-    (0..d).map(|i| t.suggest_float(&format!("x{i}"), lo, hi)).collect()
+    (0..d)
+        .map(|i| t.suggest_float(&format!("x{i}"), lo, hi))
+        .collect()
 }
 
 fn branin(t: &mut hpo::Trial) -> hpo::Result<f64> {
@@ -58,7 +60,9 @@ fn hartmann6(t: &mut hpo::Trial) -> hpo::Result<f64> {
     let x = floats(t, 6, 0.0, 1.0)?;
     let mut v = 0.0;
     for i in 0..4 {
-        let s: f64 = (0..6).map(|j| A[i][j] * (x[j] - 1e-4 * P[i][j]).powi(2)).sum();
+        let s: f64 = (0..6)
+            .map(|j| A[i][j] * (x[j] - 1e-4 * P[i][j]).powi(2))
+            .sum();
         v -= ALPHA[i] * (-s).exp();
     }
     Ok(v)
@@ -66,12 +70,17 @@ fn hartmann6(t: &mut hpo::Trial) -> hpo::Result<f64> {
 
 fn rosenbrock(t: &mut hpo::Trial) -> hpo::Result<f64> {
     let x = floats(t, 10, -5.0, 10.0)?;
-    Ok(x.windows(2).map(|w| 100.0 * (w[1] - w[0] * w[0]).powi(2) + (1.0 - w[0]).powi(2)).sum())
+    Ok(x.windows(2)
+        .map(|w| 100.0 * (w[1] - w[0] * w[0]).powi(2) + (1.0 - w[0]).powi(2))
+        .sum())
 }
 
 fn styblinski_tang(t: &mut hpo::Trial) -> hpo::Result<f64> {
     let x = floats(t, 10, -5.0, 5.0)?;
-    Ok(0.5 * x.iter().map(|v| v.powi(4) - 16.0 * v * v + 5.0 * v).sum::<f64>())
+    Ok(0.5
+        * x.iter()
+            .map(|v| v.powi(4) - 16.0 * v * v + 5.0 * v)
+            .sum::<f64>())
 }
 
 fn mixed(t: &mut hpo::Trial) -> hpo::Result<f64> {
@@ -92,27 +101,56 @@ fn mixed(t: &mut hpo::Trial) -> hpo::Result<f64> {
 }
 
 const PROBLEMS: [Problem; 5] = [
-    Problem { name: "branin_2d", optimum: 0.397887, run: branin },
-    Problem { name: "hartmann6_6d", optimum: -3.32237, run: hartmann6 },
-    Problem { name: "rosenbrock_10d", optimum: 0.0, run: rosenbrock },
-    Problem { name: "styblinski_tang_10d", optimum: -391.6617, run: styblinski_tang },
-    Problem { name: "mixed_7d", optimum: 0.0, run: mixed },
+    Problem {
+        name: "branin_2d",
+        optimum: 0.397887,
+        run: branin,
+    },
+    Problem {
+        name: "hartmann6_6d",
+        optimum: -3.32237,
+        run: hartmann6,
+    },
+    Problem {
+        name: "rosenbrock_10d",
+        optimum: 0.0,
+        run: rosenbrock,
+    },
+    Problem {
+        name: "styblinski_tang_10d",
+        optimum: -391.6617,
+        run: styblinski_tang,
+    },
+    Problem {
+        name: "mixed_7d",
+        optimum: 0.0,
+        run: mixed,
+    },
 ];
 
 /// The samplers this benchmark knows, by name.
 fn make_sampler(name: &str, seed: u64) -> Result<Box<dyn Sampler>> {
     Ok(match name {
         "tpe" => Box::new(TpeSampler::seeded(seed)),
-        "tpe_independent" => Box::new(TpeSampler::with_config(TpeConfig { multivariate: Some(false), ..TpeConfig::seeded(seed) })?),
-        "tpe_optuna" => Box::new(TpeSampler::with_config(TpeConfig { seed: Some(seed), ..TpeConfig::optuna() })?),
+        "tpe_independent" => Box::new(TpeSampler::with_config(TpeConfig {
+            multivariate: Some(false),
+            ..TpeConfig::seeded(seed)
+        })?),
+        "tpe_optuna" => Box::new(TpeSampler::with_config(TpeConfig {
+            seed: Some(seed),
+            ..TpeConfig::optuna()
+        })?),
         "random" => Box::new(RandomSampler::seeded(seed)),
         // `tpe{"n_ei_candidates": 64}`: TPE with settings merged over the defaults.
         spec if spec.starts_with("tpe{") => {
-            let mut cfg: TpeConfig = serde_json::from_str(&spec[3..]).with_context(|| format!("sampler spec `{spec}`"))?;
+            let mut cfg: TpeConfig = serde_json::from_str(&spec[3..])
+                .with_context(|| format!("sampler spec `{spec}`"))?;
             cfg.seed = Some(seed);
             Box::new(TpeSampler::with_config(cfg)?)
         }
-        other => bail!("unknown sampler `{other}` (tpe, tpe_optuna, tpe_independent, random, tpe{{json}})"),
+        other => bail!(
+            "unknown sampler `{other}` (tpe, tpe_optuna, tpe_independent, random, tpe{{json}})"
+        ),
     })
 }
 
@@ -155,7 +193,11 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 fn stats(values: &[f64]) -> Value {
     let mut s = values.to_vec();
     s.sort_by(f64::total_cmp);
-    let (q25, med, q75) = (percentile(&s, 25.0), percentile(&s, 50.0), percentile(&s, 75.0));
+    let (q25, med, q75) = (
+        percentile(&s, 25.0),
+        percentile(&s, 50.0),
+        percentile(&s, 75.0),
+    );
     json!({"median": med, "q25": q25, "q75": q75, "iqr": q75 - q25, "min": s[0], "max": s[s.len() - 1]})
 }
 
@@ -171,7 +213,11 @@ fn main() -> Result<()> {
     let mut n_trials = 200usize;
     let mut n_seeds = 10u64;
     let mut samplers = "tpe;tpe_optuna;tpe_independent;random".to_owned();
-    let mut problems = PROBLEMS.iter().map(|p| p.name).collect::<Vec<_>>().join(",");
+    let mut problems = PROBLEMS
+        .iter()
+        .map(|p| p.name)
+        .collect::<Vec<_>>()
+        .join(",");
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -185,14 +231,24 @@ fn main() -> Result<()> {
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let reference: Value = serde_json::from_str(
-        &std::fs::read_to_string(root.join("bench/reference/optuna/sample_efficiency_summary.json"))
-            .context("reading Optuna's reference figures")?,
+        &std::fs::read_to_string(
+            root.join("bench/reference/optuna/sample_efficiency_summary.json"),
+        )
+        .context("reading Optuna's reference figures")?,
     )?;
-    let checkpoints: Vec<usize> = CHECKPOINTS.iter().copied().filter(|c| *c <= n_trials).collect();
+    let checkpoints: Vec<usize> = CHECKPOINTS
+        .iter()
+        .copied()
+        .filter(|c| *c <= n_trials)
+        .collect();
 
     let mut summary: BTreeMap<String, BTreeMap<String, Value>> = BTreeMap::new();
     let mut md = String::new();
-    writeln!(md, "{} trials x {} seeds; median [q25, q75] of the best value so far (minimisation).\n", n_trials, n_seeds)?;
+    writeln!(
+        md,
+        "{} trials x {} seeds; median [q25, q75] of the best value so far (minimisation).\n",
+        n_trials, n_seeds
+    )?;
     write!(md, "| problem | sampler |")?;
     for c in &checkpoints {
         write!(md, " hpo @{c} | Optuna @{c} |")?;
@@ -204,17 +260,26 @@ fn main() -> Result<()> {
     }
     writeln!(md)?;
     let t0 = Instant::now();
-    for p in PROBLEMS.iter().filter(|p| problems.split(',').any(|n| n == p.name)) {
+    for p in PROBLEMS
+        .iter()
+        .filter(|p| problems.split(',').any(|n| n == p.name))
+    {
         for s in samplers.split(';') {
             let started = Instant::now();
-            let runs: Vec<Vec<f64>> = (0..n_seeds).map(|seed| run(p, s, seed, n_trials)).collect::<Result<_>>()?;
+            let runs: Vec<Vec<f64>> = (0..n_seeds)
+                .map(|seed| run(p, s, seed, n_trials))
+                .collect::<Result<_>>()?;
             let mut row = BTreeMap::new();
-            write!(md, "| {} | {} |", p.name, s)?;
+            write!(md, "| {} (optimum {}) | {} |", p.name, fmt(p.optimum), s)?;
             for c in &checkpoints {
                 let at: Vec<f64> = runs.iter().map(|r| r[c - 1]).collect();
                 let st = stats(&at);
                 let opt = &reference["summary"][p.name][optuna_name(s)][c.to_string()];
-                let cell = |v: &Value| match (v["median"].as_f64(), v["q25"].as_f64(), v["q75"].as_f64()) {
+                let cell = |v: &Value| match (
+                    v["median"].as_f64(),
+                    v["q25"].as_f64(),
+                    v["q75"].as_f64(),
+                ) {
                     (Some(m), Some(a), Some(b)) => format!("{} [{}, {}]", fmt(m), fmt(a), fmt(b)),
                     _ => "-".to_owned(),
                 };
@@ -222,9 +287,20 @@ fn main() -> Result<()> {
                 row.insert(c.to_string(), st);
             }
             writeln!(md)?;
-            row.insert("mean_run_s".into(), json!(started.elapsed().as_secs_f64() / n_seeds as f64));
-            summary.entry(p.name.to_owned()).or_default().insert(s.to_owned(), json!(row));
-            eprintln!("{} / {} done in {:.1}s", p.name, s, started.elapsed().as_secs_f64());
+            row.insert(
+                "mean_run_s".into(),
+                json!(started.elapsed().as_secs_f64() / n_seeds as f64),
+            );
+            summary
+                .entry(p.name.to_owned())
+                .or_default()
+                .insert(s.to_owned(), json!(row));
+            eprintln!(
+                "{} / {} done in {:.1}s",
+                p.name,
+                s,
+                started.elapsed().as_secs_f64()
+            );
         }
     }
     // Verdict against the targets: TPE median at or below Optuna's default TPE, and below random.
@@ -234,9 +310,14 @@ fn main() -> Result<()> {
         writeln!(verdict, "|---|---|---|---|---|---|---|")?;
         for (p, rows) in &summary {
             for c in &checkpoints {
-                let ours = rows.get("tpe").and_then(|r| r[c.to_string()]["median"].as_f64());
-                let theirs = reference["summary"][p]["tpe_default"][c.to_string()]["median"].as_f64();
-                let rand = rows.get("random").and_then(|r| r[c.to_string()]["median"].as_f64());
+                let ours = rows
+                    .get("tpe")
+                    .and_then(|r| r[c.to_string()]["median"].as_f64());
+                let theirs =
+                    reference["summary"][p]["tpe_default"][c.to_string()]["median"].as_f64();
+                let rand = rows
+                    .get("random")
+                    .and_then(|r| r[c.to_string()]["median"].as_f64());
                 if let (Some(o), Some(t)) = (ours, theirs) {
                     writeln!(
                         verdict,
@@ -261,7 +342,10 @@ fn main() -> Result<()> {
         "command": "cargo bench --bench sample_efficiency",
         "reference": "bench/reference/optuna/sample_efficiency_summary.json (Optuna 5.0.0)",
     });
-    std::fs::write(out.join("sample_efficiency.json"), serde_json::to_string_pretty(&json!({"meta": meta, "summary": summary}))?)?;
+    std::fs::write(
+        out.join("sample_efficiency.json"),
+        serde_json::to_string_pretty(&json!({"meta": meta, "summary": summary}))?,
+    )?;
     std::fs::write(out.join("sample_efficiency.md"), &md)?;
     Ok(())
 }

@@ -19,8 +19,8 @@
 
 use anyhow::{bail, Context, Result};
 use hpo::{
-    CategoricalDistribution, Direction, Distribution, FloatDistribution, FrozenTrial, IntDistribution, Sampler,
-    Study, StudyView, TpeConfig, TpeSampler, TrialState,
+    CategoricalDistribution, Direction, Distribution, FloatDistribution, FrozenTrial,
+    IntDistribution, Sampler, Study, StudyView, TpeConfig, TpeSampler, TrialState,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -32,7 +32,10 @@ use std::sync::Arc;
 
 /// CPU time of the calling thread, in seconds.
 fn thread_cpu_s() -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, exclusively borrowed timespec for the call.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     if rc != 0 {
@@ -58,14 +61,20 @@ fn space() -> Result<BTreeMap<String, Distribution>> {
 /// The objective on internal values.
 fn objective(p: &BTreeMap<String, f64>) -> f64 {
     let g = |k: &str| p.get(k).copied().unwrap_or(0.0);
-    (0..6).map(|i| (g(&format!("x{i}")) - 1.0).powi(2)).sum::<f64>()
+    (0..6)
+        .map(|i| (g(&format!("x{i}")) - 1.0).powi(2))
+        .sum::<f64>()
         + (g("lr").log10() + 3.0).powi(2)
         + (g("wd").log10() + 4.0).powi(2)
         + ((g("layers") - 20.0) / 10.0).powi(2)
         + g("act")
 }
 
-fn finished(number: u64, params: BTreeMap<String, f64>, space: &BTreeMap<String, Distribution>) -> Arc<FrozenTrial> {
+fn finished(
+    number: u64,
+    params: BTreeMap<String, f64>,
+    space: &BTreeMap<String, Distribution>,
+) -> Arc<FrozenTrial> {
     let mut t = FrozenTrial::new(number, number, TrialState::Complete);
     t.values = Some(vec![objective(&params)]);
     t.params = params;
@@ -74,7 +83,11 @@ fn finished(number: u64, params: BTreeMap<String, f64>, space: &BTreeMap<String,
 }
 
 /// Median and mean CPU seconds per suggestion of the sampler alone at history size `n`.
-fn sampler_time(n: usize, repeats: usize, space: &BTreeMap<String, Distribution>) -> Result<(f64, f64, f64)> {
+fn sampler_time(
+    n: usize,
+    repeats: usize,
+    space: &BTreeMap<String, Distribution>,
+) -> Result<(f64, f64, f64)> {
     let mut rng = ChaCha8Rng::seed_from_u64(n as u64);
     let mut history: Vec<Arc<FrozenTrial>> = (0..n as u64)
         .map(|i| {
@@ -82,10 +95,14 @@ fn sampler_time(n: usize, repeats: usize, space: &BTreeMap<String, Distribution>
                 .iter()
                 .map(|(k, d)| {
                     let x = match d {
-                        Distribution::Float(f) if f.is_log() => rng.random_range(f.low().ln()..f.high().ln()).exp(),
+                        Distribution::Float(f) if f.is_log() => {
+                            rng.random_range(f.low().ln()..f.high().ln()).exp()
+                        }
                         Distribution::Float(f) => rng.random_range(f.low()..f.high()),
                         Distribution::Int(f) => rng.random_range(f.low()..=f.high()) as f64,
-                        Distribution::Categorical(c) => rng.random_range(0..c.choices().len()) as f64,
+                        Distribution::Categorical(c) => {
+                            rng.random_range(0..c.choices().len()) as f64
+                        }
                     };
                     (k.clone(), x)
                 })
@@ -106,7 +123,11 @@ fn sampler_time(n: usize, repeats: usize, space: &BTreeMap<String, Distribution>
         let params = sampler.sample_relative(&view, &me, &rel)?;
         let dt = thread_cpu_s() - t0;
         if params.len() != space.len() {
-            bail!("expected a joint suggestion of {} parameters, got {}", space.len(), params.len());
+            bail!(
+                "expected a joint suggestion of {} parameters, got {}",
+                space.len(),
+                params.len()
+            );
         }
         if r == 0 {
             cold = dt; // first call reads the whole history once
@@ -122,8 +143,14 @@ fn sampler_time(n: usize, repeats: usize, space: &BTreeMap<String, Distribution>
 
 /// Median CPU seconds of ask + 10 suggestions + tell after `n` random trials.
 fn trial_time(n: usize, repeats: usize) -> Result<f64> {
-    let cfg = TpeConfig { n_startup_trials: n, ..TpeConfig::seeded(1) };
-    let study = Study::builder().direction(Direction::Minimize).sampler(TpeSampler::with_config(cfg)?).build()?;
+    let cfg = TpeConfig {
+        n_startup_trials: n,
+        ..TpeConfig::seeded(1)
+    };
+    let study = Study::builder()
+        .direction(Direction::Minimize)
+        .sampler(TpeSampler::with_config(cfg)?)
+        .build()?;
     let run = |study: &Study| -> Result<()> {
         let mut t = study.ask()?;
         let mut p = BTreeMap::new();
@@ -135,7 +162,10 @@ fn trial_time(n: usize, repeats: usize) -> Result<f64> {
         p.insert("wd".into(), t.suggest_float_log("wd", 1e-6, 1e-2)?);
         p.insert("layers".into(), t.suggest_int("layers", 1, 100)? as f64);
         let act = t.suggest_categorical("act", &ACTS)?;
-        p.insert("act".into(), ACTS.iter().position(|a| *a == act).unwrap_or(0) as f64);
+        p.insert(
+            "act".into(),
+            ACTS.iter().position(|a| *a == act).unwrap_or(0) as f64,
+        );
         study.tell(t, objective(&p))?;
         Ok(())
     };
@@ -160,7 +190,12 @@ fn main() -> Result<()> {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--sizes" => {
-                sizes = args.next().context("--sizes a,b")?.split(',').map(str::parse).collect::<Result<_, _>>()?
+                sizes = args
+                    .next()
+                    .context("--sizes a,b")?
+                    .split(',')
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()?
             }
             "--repeats" => repeats = args.next().context("--repeats N")?.parse()?,
             "--sampler-only" => sampler_only = true,
@@ -177,9 +212,22 @@ fn main() -> Result<()> {
     let mut rows = Vec::new();
     for n in &sizes {
         let (median, mean, cold) = sampler_time(*n, repeats, &space)?;
-        let trial = if sampler_only { f64::NAN } else { trial_time(*n, repeats)? };
-        let optuna = optuna_ms.get(n).map_or("-".to_owned(), |v| format!("{v:.0}"));
-        writeln!(md, "| {n} | {:.3} | {:.3} | {:.3} | {:.3} | {optuna} |", median * 1e3, mean * 1e3, cold * 1e3, trial * 1e3)?;
+        let trial = if sampler_only {
+            f64::NAN
+        } else {
+            trial_time(*n, repeats)?
+        };
+        let optuna = optuna_ms
+            .get(n)
+            .map_or("-".to_owned(), |v| format!("{v:.0}"));
+        writeln!(
+            md,
+            "| {n} | {:.3} | {:.3} | {:.3} | {:.3} | {optuna} |",
+            median * 1e3,
+            mean * 1e3,
+            cold * 1e3,
+            trial * 1e3
+        )?;
         eprintln!("{n}: {:.3} ms", median * 1e3);
         rows.push(json!({
             "n_trials": n, "sampler_median_ms": median * 1e3, "sampler_mean_ms": mean * 1e3,
@@ -193,7 +241,10 @@ fn main() -> Result<()> {
         "command": "cargo bench --bench tpe_overhead", "repeats": repeats, "clock": "CLOCK_THREAD_CPUTIME_ID",
         "config": TpeConfig::default(), "targets_ms": {"2000": 0.5, "5000": 1.0},
     });
-    std::fs::write(out.join("tpe_overhead.json"), serde_json::to_string_pretty(&json!({"meta": meta, "rows": rows}))?)?;
+    std::fs::write(
+        out.join("tpe_overhead.json"),
+        serde_json::to_string_pretty(&json!({"meta": meta, "rows": rows}))?,
+    )?;
     std::fs::write(out.join("tpe_overhead.md"), &md)?;
     Ok(())
 }

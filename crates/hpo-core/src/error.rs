@@ -59,7 +59,9 @@ pub enum Error {
     },
 
     /// A study with this name does not exist in the storage.
-    #[error("no study named `{0}` in this storage; create it, or check the name and the storage URL")]
+    #[error(
+        "no study named `{0}` in this storage; create it, or check the name and the storage URL"
+    )]
     StudyNotFound(String),
 
     /// A study with this name exists and `load_if_exists` was false.
@@ -141,7 +143,10 @@ pub enum Error {
 impl Error {
     /// A storage error without a path.
     pub fn storage(message: impl Into<String>) -> Self {
-        Error::Storage { path: None, message: message.into() }
+        Error::Storage {
+            path: None,
+            message: message.into(),
+        }
     }
 }
 

@@ -1,10 +1,12 @@
 //! One conformance suite run against every sampler: values always inside the
 //! declared distribution and the narrowed support, seeded reproducibility,
 //! conditional search spaces and every distribution kind.
+#![allow(clippy::unwrap_used)] // Tests may unwrap (STYLE.md), helpers included.
 
 use hpo_core::{
-    CategoricalDistribution, Direction, FloatDistribution, GridSampler, IntDistribution, ParamValue, RandomSampler,
-    Sampler, Study, Support, TpeConfig, TpeSampler, TrialError, TrialState,
+    CategoricalDistribution, Direction, FloatDistribution, GridSampler, IntDistribution,
+    ParamValue, RandomSampler, Sampler, Study, Support, TpeConfig, TpeSampler, TrialError,
+    TrialState,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,7 +29,11 @@ fn general_objective(trial: &mut hpo_core::Trial) -> Result<f64, TrialError> {
     let batch = trial.suggest_int_step("batch", 8, 128, 8)?;
     let model = trial.suggest_categorical("model", &["small", "base", "large"])?;
     // A constraint narrows the batch and the length for the large model.
-    let (max_len, support) = if model == "large" { (256.0, Support::range(64.0, 256.0)) } else { (512.0, Support::Full) };
+    let (max_len, support) = if model == "large" {
+        (256.0, Support::range(64.0, 256.0))
+    } else {
+        (512.0, Support::Full)
+    };
     let len = trial
         .suggest_within("len", IntDistribution::stepped(64, 512, 64)?, &support)?
         .as_i64()
@@ -35,10 +41,18 @@ fn general_objective(trial: &mut hpo_core::Trial) -> Result<f64, TrialError> {
     let opt = trial.suggest_within(
         "opt",
         CategoricalDistribution::new(["adam", "sgd", "lion", "adamw"])?,
-        &if model == "small" { Support::choices([1, 3]) } else { Support::Full },
+        &if model == "small" {
+            Support::choices([1, 3])
+        } else {
+            Support::Full
+        },
     )?;
     let drop = trial
-        .suggest_within("drop", FloatDistribution::new(0.0, 0.5)?, &Support::range(0.1, 0.2))?
+        .suggest_within(
+            "drop",
+            FloatDistribution::new(0.0, 0.5)?,
+            &Support::range(0.1, 0.2),
+        )?
         .as_f64()
         .ok_or_else(|| TrialError::failed("drop is not a float"))?;
     // Conditional parameters.
@@ -57,7 +71,11 @@ fn general_objective(trial: &mut hpo_core::Trial) -> Result<f64, TrialError> {
         && len % 64 == 0
         && (len as f64) <= max_len
         && (0.1..=0.2).contains(&drop)
-        && (model != "small" || matches!(opt.as_choice().and_then(|c| c.as_str()), Some("sgd" | "adamw")));
+        && (model != "small"
+            || matches!(
+                opt.as_choice().and_then(|c| c.as_str()),
+                Some("sgd" | "adamw")
+            ));
     if !ok {
         return Err(TrialError::failed(format!(
             "value outside its support: x={x} lr={lr} q={q} n={n} units={units} batch={batch} len={len} drop={drop} opt={opt}"
@@ -74,7 +92,13 @@ fn grid_objective(trial: &mut hpo_core::Trial) -> Result<f64, TrialError> {
     Ok(x + n as f64 + if c == "a" { 0.0 } else { 1.0 })
 }
 
-fn run(make: &dyn Fn(u64) -> Box<dyn Sampler>, caps: Caps, seed: u64, n: usize, jobs: usize) -> Vec<Arc<hpo_core::FrozenTrial>> {
+fn run(
+    make: &dyn Fn(u64) -> Box<dyn Sampler>,
+    caps: Caps,
+    seed: u64,
+    n: usize,
+    jobs: usize,
+) -> Vec<Arc<hpo_core::FrozenTrial>> {
     let study = Study::builder()
         .direction(Direction::Minimize)
         .shared_sampler(make(seed).into())
@@ -95,9 +119,19 @@ fn conformance(make: impl Fn(u64) -> Box<dyn Sampler>, caps: Caps) {
     let trials = run(&make, caps, 1, n, 1);
     assert_eq!(trials.len(), n);
     for t in &trials {
-        assert_eq!(t.state, TrialState::Complete, "trial {} failed: {:?}", t.number, t.fail_reason());
+        assert_eq!(
+            t.state,
+            TrialState::Complete,
+            "trial {} failed: {:?}",
+            t.number,
+            t.fail_reason()
+        );
         for (name, x) in &t.params {
-            assert!(t.distributions[name].contains(*x), "{name}={x} outside {}", t.distributions[name]);
+            assert!(
+                t.distributions[name].contains(*x),
+                "{name}={x} outside {}",
+                t.distributions[name]
+            );
         }
     }
     if caps.general {
@@ -109,7 +143,11 @@ fn conformance(make: impl Fn(u64) -> Box<dyn Sampler>, caps: Caps) {
         }
     }
     // Seeded and sequential: reproducible.
-    let params = |ts: &[Arc<hpo_core::FrozenTrial>]| ts.iter().map(|t| t.params.clone()).collect::<Vec<BTreeMap<_, _>>>();
+    let params = |ts: &[Arc<hpo_core::FrozenTrial>]| {
+        ts.iter()
+            .map(|t| t.params.clone())
+            .collect::<Vec<BTreeMap<_, _>>>()
+    };
     assert_eq!(params(&trials), params(&run(&make, caps, 1, n, 1)));
     // A different seed gives a different sequence.
     assert_ne!(params(&trials), params(&run(&make, caps, 2, n, 1)));
@@ -130,7 +168,15 @@ fn random_sampler_conforms() {
 fn tpe_sampler_conforms() {
     // Few start-up trials so most of the suite exercises the model.
     conformance(
-        |s| Box::new(TpeSampler::with_config(TpeConfig { n_startup_trials: 5, ..TpeConfig::seeded(s) }).unwrap()),
+        |s| {
+            Box::new(
+                TpeSampler::with_config(TpeConfig {
+                    n_startup_trials: 5,
+                    ..TpeConfig::seeded(s)
+                })
+                .unwrap(),
+            )
+        },
         GENERAL,
     );
 }
@@ -138,13 +184,34 @@ fn tpe_sampler_conforms() {
 #[test]
 fn tpe_sampler_conforms_in_every_mode() {
     for cfg in [
-        TpeConfig { multivariate: Some(false), ..TpeConfig::default() },
-        TpeConfig { group: false, ..TpeConfig::default() },
-        TpeConfig { constant_liar: false, ..TpeConfig::optuna() },
-        TpeConfig { bandwidth: hpo_core::TpeBandwidth::Scott, ..TpeConfig::default() },
+        TpeConfig {
+            multivariate: Some(false),
+            ..TpeConfig::default()
+        },
+        TpeConfig {
+            group: false,
+            ..TpeConfig::default()
+        },
+        TpeConfig {
+            constant_liar: false,
+            ..TpeConfig::optuna()
+        },
+        TpeConfig {
+            bandwidth: hpo_core::TpeBandwidth::Scott,
+            ..TpeConfig::default()
+        },
     ] {
         conformance(
-            move |s| Box::new(TpeSampler::with_config(TpeConfig { n_startup_trials: 5, seed: Some(s), ..cfg.clone() }).unwrap()),
+            move |s| {
+                Box::new(
+                    TpeSampler::with_config(TpeConfig {
+                        n_startup_trials: 5,
+                        seed: Some(s),
+                        ..cfg.clone()
+                    })
+                    .unwrap(),
+                )
+            },
             GENERAL,
         );
     }
@@ -154,10 +221,29 @@ fn tpe_sampler_conforms_in_every_mode() {
 fn grid_sampler_conforms_on_its_grid() {
     let grid = || {
         vec![
-            ("x", vec![ParamValue::Float(0.0), ParamValue::Float(0.5), ParamValue::Float(1.0)]),
-            ("n", vec![ParamValue::Int(1), ParamValue::Int(2), ParamValue::Int(4)]),
-            ("c", vec![ParamValue::Choice("a".into()), ParamValue::Choice("b".into())]),
+            (
+                "x",
+                vec![
+                    ParamValue::Float(0.0),
+                    ParamValue::Float(0.5),
+                    ParamValue::Float(1.0),
+                ],
+            ),
+            (
+                "n",
+                vec![ParamValue::Int(1), ParamValue::Int(2), ParamValue::Int(4)],
+            ),
+            (
+                "c",
+                vec![
+                    ParamValue::Choice("a".into()),
+                    ParamValue::Choice("b".into()),
+                ],
+            ),
         ]
     };
-    conformance(|s| Box::new(GridSampler::new(grid(), s).unwrap()), Caps { general: false });
+    conformance(
+        |s| Box::new(GridSampler::new(grid(), s).unwrap()),
+        Caps { general: false },
+    );
 }

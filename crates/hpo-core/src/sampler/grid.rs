@@ -27,13 +27,21 @@ pub struct GridSampler {
 
 impl GridSampler {
     /// A grid over `space` (parameter name -> values to try).
-    pub fn new<K: Into<String>>(space: impl IntoIterator<Item = (K, Vec<ParamValue>)>, seed: u64) -> Result<Self> {
-        let space: BTreeMap<String, Vec<ParamValue>> = space.into_iter().map(|(k, v)| (k.into(), v)).collect();
+    pub fn new<K: Into<String>>(
+        space: impl IntoIterator<Item = (K, Vec<ParamValue>)>,
+        seed: u64,
+    ) -> Result<Self> {
+        let space: BTreeMap<String, Vec<ParamValue>> =
+            space.into_iter().map(|(k, v)| (k.into(), v)).collect();
         if space.is_empty() {
-            return Err(Error::InvalidConfig("a grid needs at least one parameter".into()));
+            return Err(Error::InvalidConfig(
+                "a grid needs at least one parameter".into(),
+            ));
         }
         if let Some((k, _)) = space.iter().find(|(_, v)| v.is_empty()) {
-            return Err(Error::InvalidConfig(format!("grid parameter `{k}` has no values")));
+            return Err(Error::InvalidConfig(format!(
+                "grid parameter `{k}` has no values"
+            )));
         }
         let names: Vec<String> = space.keys().cloned().collect();
         let mut grid: Vec<Vec<ParamValue>> = vec![Vec::new()];
@@ -51,7 +59,12 @@ impl GridSampler {
         }
         let mut order: Vec<usize> = (0..grid.len()).collect();
         order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
-        Ok(GridSampler { names, grid, order, assigned: Mutex::new(HashMap::new()) })
+        Ok(GridSampler {
+            names,
+            grid,
+            order,
+            assigned: Mutex::new(HashMap::new()),
+        })
     }
 
     /// Number of grid points.
@@ -67,7 +80,9 @@ impl GridSampler {
     fn point_of(&self, t: &FrozenTrial) -> Option<usize> {
         let values: Option<Vec<ParamValue>> = self.names.iter().map(|n| t.param(n)).collect();
         let values = values?;
-        self.grid.iter().position(|p| p.iter().zip(&values).all(|(a, b)| same(a, b)))
+        self.grid
+            .iter()
+            .position(|p| p.iter().zip(&values).all(|(a, b)| same(a, b)))
     }
 
     fn assign(&self, study: &StudyView<'_>, trial: &FrozenTrial) -> Result<usize> {
@@ -76,15 +91,28 @@ impl GridSampler {
             return Ok(*p);
         }
         let mut visits = vec![0usize; self.grid.len()];
+        let mut counted = std::collections::HashSet::new();
         for t in study.trials().iter().filter(|t| t.id != trial.id) {
             if let Some(p) = self.point_of(t) {
                 visits[p] += 1;
-            } else if let Some(p) = assigned.get(&t.id) {
-                visits[p.to_owned()] += 1;
+                counted.insert(t.id);
+            }
+        }
+        // Points handed out in this process whose trials had not written them
+        // in this snapshot (or started after it). Entries are kept for the
+        // sampler's lifetime: a snapshot can be older than a trial's end.
+        for (tid, p) in assigned.iter() {
+            if *tid != trial.id && !counted.contains(tid) {
+                visits[*p] += 1;
             }
         }
         let least = visits.iter().copied().min().unwrap_or(0);
-        let p = self.order.iter().copied().find(|p| visits[*p] == least).unwrap_or(0);
+        let p = self
+            .order
+            .iter()
+            .copied()
+            .find(|p| visits[*p] == least)
+            .unwrap_or(0);
         assigned.insert(trial.id, p);
         Ok(p)
     }
@@ -122,14 +150,5 @@ impl Sampler for GridSampler {
             });
         }
         Ok(x)
-    }
-
-    fn after_trial(&self, _study: &StudyView<'_>, trial: &FrozenTrial) {
-        if let Ok(mut a) = self.assigned.lock() {
-            // Finished trials are recognised from their params from now on.
-            if self.point_of(trial).is_some() {
-                a.remove(&trial.id);
-            }
-        }
     }
 }

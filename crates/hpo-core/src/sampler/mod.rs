@@ -22,8 +22,8 @@ mod random;
 mod tpe;
 
 pub use self::grid::GridSampler;
-pub use self::random::RandomSampler;
 pub(crate) use self::random::sample_uniform;
+pub use self::random::RandomSampler;
 pub use self::tpe::{TpeBandwidth, TpeConfig, TpeSampler, TpeWeights};
 
 use crate::distribution::{Distribution, Support};
@@ -69,7 +69,11 @@ pub trait Sampler: Send + Sync {
 }
 
 impl<S: Sampler + ?Sized> Sampler for Arc<S> {
-    fn infer_relative_search_space(&self, study: &StudyView<'_>, trial: &FrozenTrial) -> BTreeMap<String, Distribution> {
+    fn infer_relative_search_space(
+        &self,
+        study: &StudyView<'_>,
+        trial: &FrozenTrial,
+    ) -> BTreeMap<String, Distribution> {
         (**self).infer_relative_search_space(study, trial)
     }
     fn sample_relative(

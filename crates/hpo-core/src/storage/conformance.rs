@@ -1,0 +1,1 @@
+//! The storage conformance suite: one set of tests every `Storage` must pass.

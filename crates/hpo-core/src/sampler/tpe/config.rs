@@ -27,7 +27,13 @@ impl TpeWeights {
                 let m = n - 25;
                 let lo = 1.0 / n as f64;
                 let mut w: Vec<f64> = (0..m)
-                    .map(|i| if m == 1 { lo } else { lo + (1.0 - lo) * i as f64 / (m - 1) as f64 })
+                    .map(|i| {
+                        if m == 1 {
+                            lo
+                        } else {
+                            lo + (1.0 - lo) * i as f64 / (m - 1) as f64
+                        }
+                    })
                     .collect();
                 w.extend(std::iter::repeat_n(1.0, 25));
                 w
@@ -133,7 +139,10 @@ impl Default for TpeConfig {
 impl TpeConfig {
     /// The defaults with a seed.
     pub fn seeded(seed: u64) -> Self {
-        TpeConfig { seed: Some(seed), ..Self::default() }
+        TpeConfig {
+            seed: Some(seed),
+            ..Self::default()
+        }
     }
 
     /// Exactly Optuna 5.0's `TPESampler()` defaults: 24 candidates without a
@@ -153,7 +162,9 @@ impl TpeConfig {
     pub fn candidates(&self, n_kernels: usize) -> usize {
         match self.ei_budget {
             None => self.n_ei_candidates,
-            Some(b) => self.n_ei_candidates.min(self.min_ei_candidates.max(b / n_kernels.max(1))),
+            Some(b) => self
+                .n_ei_candidates
+                .min(self.min_ei_candidates.max(b / n_kernels.max(1))),
         }
         .max(1)
     }
@@ -181,17 +192,29 @@ impl TpeConfig {
         if self.n_ei_candidates == 0 {
             return bad("TPE n_ei_candidates must be at least 1".into());
         }
-        if !(self.gamma_fraction.is_finite() && self.gamma_fraction > 0.0 && self.gamma_fraction <= 1.0) {
-            return bad(format!("TPE gamma_fraction must be in (0, 1], got {}", self.gamma_fraction));
+        if !(self.gamma_fraction.is_finite()
+            && self.gamma_fraction > 0.0
+            && self.gamma_fraction <= 1.0)
+        {
+            return bad(format!(
+                "TPE gamma_fraction must be in (0, 1], got {}",
+                self.gamma_fraction
+            ));
         }
         if self.gamma_max == 0 {
             return bad("TPE gamma_max must be at least 1".into());
         }
         if !(self.prior_weight.is_finite() && self.prior_weight > 0.0) {
-            return bad(format!("TPE prior_weight must be positive, got {}", self.prior_weight));
+            return bad(format!(
+                "TPE prior_weight must be positive, got {}",
+                self.prior_weight
+            ));
         }
         if !(self.sigma0_magnitude.is_finite() && self.sigma0_magnitude > 0.0) {
-            return bad(format!("TPE sigma0_magnitude must be positive, got {}", self.sigma0_magnitude));
+            return bad(format!(
+                "TPE sigma0_magnitude must be positive, got {}",
+                self.sigma0_magnitude
+            ));
         }
         Ok(())
     }
@@ -241,8 +264,20 @@ mod tests {
         let empty: TpeConfig = serde_json::from_str("{}").unwrap();
         assert_eq!(empty, TpeConfig::default());
         assert!(serde_json::from_str::<TpeConfig>(r#"{"gama": 1}"#).is_err());
-        let bad = TpeConfig { gamma_fraction: 0.0, ..TpeConfig::default() };
-        assert!(bad.validate().unwrap_err().to_string().contains("gamma_fraction"));
-        assert!(TpeConfig { n_ei_candidates: 0, ..TpeConfig::default() }.validate().is_err());
+        let bad = TpeConfig {
+            gamma_fraction: 0.0,
+            ..TpeConfig::default()
+        };
+        assert!(bad
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("gamma_fraction"));
+        assert!(TpeConfig {
+            n_ei_candidates: 0,
+            ..TpeConfig::default()
+        }
+        .validate()
+        .is_err());
     }
 }

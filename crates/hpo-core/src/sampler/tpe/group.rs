@@ -24,7 +24,8 @@ impl SearchSpaceGroup {
         let mut rest: BTreeSet<String> = distributions.keys().cloned().collect();
         let mut next = Vec::with_capacity(self.groups.len() + 1);
         for g in self.groups.drain(..) {
-            let (inside, outside): (BTreeSet<String>, BTreeSet<String>) = g.into_iter().partition(|k| rest.contains(k));
+            let (inside, outside): (BTreeSet<String>, BTreeSet<String>) =
+                g.into_iter().partition(|k| rest.contains(k));
             for k in &inside {
                 rest.remove(k);
             }
@@ -91,7 +92,12 @@ mod tests {
     fn params(names: &[&str]) -> BTreeMap<String, Distribution> {
         names
             .iter()
-            .map(|n| (n.to_string(), FloatDistribution::new(0.0, 1.0).unwrap().into()))
+            .map(|n| {
+                (
+                    n.to_string(),
+                    FloatDistribution::new(0.0, 1.0).unwrap().into(),
+                )
+            })
             .collect()
     }
 
@@ -101,12 +107,19 @@ mod tests {
 
     #[test]
     fn conditional_parameters_form_their_own_groups() {
-        let trials = [params(&["model", "lr", "svm_c"]), params(&["model", "lr", "depth"]), params(&["model", "lr"])];
+        let trials = [
+            params(&["model", "lr", "svm_c"]),
+            params(&["model", "lr", "depth"]),
+            params(&["model", "lr"]),
+        ];
         let mut g = SearchSpaceGroup::default();
         for t in &trials {
             g.add(t);
         }
-        assert_eq!(names(&g.spaces()), vec![vec!["depth"], vec!["lr", "model"], vec!["svm_c"]]);
+        assert_eq!(
+            names(&g.spaces()),
+            vec![vec!["depth"], vec!["lr", "model"], vec!["svm_c"]]
+        );
         // Order of arrival does not matter.
         let mut h = SearchSpaceGroup::default();
         for t in trials.iter().rev() {

@@ -58,12 +58,25 @@ impl Outcome {
                 if values.len() != directions.len() || values.iter().any(|v| !v.is_finite()) {
                     return None;
                 }
-                Some(Outcome::Complete(values.iter().zip(directions).map(|(v, d)| d.to_loss(*v)).collect()))
+                Some(Outcome::Complete(
+                    values
+                        .iter()
+                        .zip(directions)
+                        .map(|(v, d)| d.to_loss(*v))
+                        .collect(),
+                ))
             }
             TrialState::Pruned => {
                 let dir = directions.first().copied().unwrap_or_default();
                 Some(Outcome::Pruned(t.last_intermediate().map(|(s, v)| {
-                    (s, if v.is_nan() { f64::INFINITY } else { dir.to_loss(v) })
+                    (
+                        s,
+                        if v.is_nan() {
+                            f64::INFINITY
+                        } else {
+                            dir.to_loss(v)
+                        },
+                    )
                 })))
             }
             _ => None,
@@ -144,12 +157,18 @@ impl StudyObservations {
         }
         self.outcomes[num] = outcome;
         for (name, x) in &t.params {
-            let Some(dist) = t.distributions.get(name) else { continue };
+            let Some(dist) = t.distributions.get(name) else {
+                continue;
+            };
             let cols = self.columns.entry(name.clone()).or_default();
             let col = match cols.iter_mut().position(|c| &c.dist == dist) {
                 Some(i) => &mut cols[i],
                 None => {
-                    cols.push(Column { dist: dist.clone(), values: Vec::new(), sorted: Vec::new() });
+                    cols.push(Column {
+                        dist: dist.clone(),
+                        values: Vec::new(),
+                        sorted: Vec::new(),
+                    });
                     let last = cols.len() - 1;
                     &mut cols[last]
                 }
@@ -160,7 +179,9 @@ impl StudyObservations {
             let y = transform(dist, *x);
             col.values[num] = y;
             let key = (y, num as u32);
-            let at = col.sorted.partition_point(|e| e.0.total_cmp(&key.0).then(e.1.cmp(&key.1)).is_lt());
+            let at = col
+                .sorted
+                .partition_point(|e| e.0.total_cmp(&key.0).then(e.1.cmp(&key.1)).is_lt());
             col.sorted.insert(at, key);
         }
         self.group.add(&t.distributions);
@@ -200,7 +221,12 @@ impl StudyObservations {
 
     /// Splits `members` (numbers of finished observations, ascending) into the
     /// good group of at most `n_below` trials and the rest, both ascending.
-    pub(crate) fn split(&self, members: &[u32], n_below: usize, n_objectives: usize) -> (Vec<u32>, Vec<u32>) {
+    pub(crate) fn split(
+        &self,
+        members: &[u32],
+        n_below: usize,
+        n_objectives: usize,
+    ) -> (Vec<u32>, Vec<u32>) {
         let mut below = if n_objectives > 1 {
             self.below_multi(members, n_below)
         } else {
@@ -290,11 +316,23 @@ fn cut_front(front: &[(u32, &[f64])], need: usize) -> Vec<u32> {
     let mut scored: Vec<(f64, u32)> = front
         .iter()
         .map(|(n, l)| {
-            let s = (0..m).map(|i| if hi[i] > lo[i] { (l[i] - lo[i]) / (hi[i] - lo[i]) } else { 0.0 }).sum();
+            let s = (0..m)
+                .map(|i| {
+                    if hi[i] > lo[i] {
+                        (l[i] - lo[i]) / (hi[i] - lo[i])
+                    } else {
+                        0.0
+                    }
+                })
+                .sum();
             (s, *n)
         })
         .collect();
-    scored.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(Ordering::Equal).then(a.1.cmp(&b.1)));
+    scored.sort_by(|a, b| {
+        a.0.partial_cmp(&b.0)
+            .unwrap_or(Ordering::Equal)
+            .then(a.1.cmp(&b.1))
+    });
     scored.into_iter().take(need).map(|s| s.1).collect()
 }
 
@@ -322,8 +360,12 @@ mod tests {
 
     fn oom(number: u64) -> FrozenTrial {
         let mut t = trial(number, TrialState::Fail, None);
-        t.system_attrs.insert(FailureKind::ATTR.into(), "oom".into());
-        t.system_attrs.insert(FailureKind::CONSTRAINTS_ATTR.into(), serde_json::json!([1.0]));
+        t.system_attrs
+            .insert(FailureKind::ATTR.into(), "oom".into());
+        t.system_attrs.insert(
+            FailureKind::CONSTRAINTS_ATTR.into(),
+            serde_json::json!([1.0]),
+        );
         t
     }
 
@@ -338,14 +380,22 @@ mod tests {
 
     #[test]
     fn complete_trials_split_by_direction() {
-        let ts = || vec![
-            trial(0, TrialState::Complete, Some(3.0)),
-            trial(1, TrialState::Complete, Some(1.0)),
-            trial(2, TrialState::Complete, Some(2.0)),
-            trial(3, TrialState::Complete, Some(0.5)),
-        ];
-        assert_eq!(split_of(ts(), 2, Direction::Minimize), (vec![1, 3], vec![0, 2]));
-        assert_eq!(split_of(ts(), 2, Direction::Maximize), (vec![0, 2], vec![1, 3]));
+        let ts = || {
+            vec![
+                trial(0, TrialState::Complete, Some(3.0)),
+                trial(1, TrialState::Complete, Some(1.0)),
+                trial(2, TrialState::Complete, Some(2.0)),
+                trial(3, TrialState::Complete, Some(0.5)),
+            ]
+        };
+        assert_eq!(
+            split_of(ts(), 2, Direction::Minimize),
+            (vec![1, 3], vec![0, 2])
+        );
+        assert_eq!(
+            split_of(ts(), 2, Direction::Maximize),
+            (vec![0, 2], vec![1, 3])
+        );
         assert_eq!(split_of(ts(), 0, Direction::Minimize).0, Vec::<u32>::new());
     }
 
@@ -361,20 +411,34 @@ mod tests {
         // Complete 1 first, then pruned at step 5 by value (3, 2), then step 3 (0), then no report (4).
         assert_eq!(split_of(ts.clone(), 1, Direction::Minimize).0, vec![1]);
         assert_eq!(split_of(ts.clone(), 2, Direction::Minimize).0, vec![1, 3]);
-        assert_eq!(split_of(ts.clone(), 3, Direction::Minimize).0, vec![1, 2, 3]);
-        assert_eq!(split_of(ts.clone(), 4, Direction::Minimize).0, vec![0, 1, 2, 3]);
+        assert_eq!(
+            split_of(ts.clone(), 3, Direction::Minimize).0,
+            vec![1, 2, 3]
+        );
+        assert_eq!(
+            split_of(ts.clone(), 4, Direction::Minimize).0,
+            vec![0, 1, 2, 3]
+        );
         assert_eq!(split_of(ts, 5, Direction::Minimize).0, vec![0, 1, 2, 3, 4]);
     }
 
     #[test]
     fn constraint_violations_are_always_bad_and_other_failures_ignored() {
         let mut err = trial(3, TrialState::Fail, None);
-        err.system_attrs.insert(FailureKind::ATTR.into(), "error".into());
+        err.system_attrs
+            .insert(FailureKind::ATTR.into(), "error".into());
         let mut infeasible_complete = trial(4, TrialState::Complete, Some(-100.0));
-        infeasible_complete
-            .system_attrs
-            .insert(FailureKind::CONSTRAINTS_ATTR.into(), serde_json::json!([0.0, 2.5]));
-        let ts = vec![oom(0), trial(1, TrialState::Complete, Some(5.0)), oom(2), err, infeasible_complete];
+        infeasible_complete.system_attrs.insert(
+            FailureKind::CONSTRAINTS_ATTR.into(),
+            serde_json::json!([0.0, 2.5]),
+        );
+        let ts = vec![
+            oom(0),
+            trial(1, TrialState::Complete, Some(5.0)),
+            oom(2),
+            err,
+            infeasible_complete,
+        ];
         let (below, above) = split_of(ts, 10, Direction::Minimize);
         assert_eq!(below, vec![1]);
         assert_eq!(above, vec![0, 2, 4]);
@@ -384,11 +448,19 @@ mod tests {
     fn sync_is_incremental_and_detects_a_recreated_study() {
         let dirs = [Direction::Minimize];
         let mut obs = StudyObservations::default();
-        let mut trials: Vec<Arc<FrozenTrial>> = (0..3).map(|i| Arc::new(trial(i, TrialState::Complete, Some(i as f64)))).collect();
+        let mut trials: Vec<Arc<FrozenTrial>> = (0..3)
+            .map(|i| Arc::new(trial(i, TrialState::Complete, Some(i as f64))))
+            .collect();
         trials.push(Arc::new(trial(3, TrialState::Running, None)));
-        assert_eq!(obs.sync(&StudyView::new("s", &dirs, &trials)), vec![0, 1, 2]);
+        assert_eq!(
+            obs.sync(&StudyView::new("s", &dirs, &trials)),
+            vec![0, 1, 2]
+        );
         trials[3] = Arc::new(trial(3, TrialState::Complete, Some(7.0)));
-        assert_eq!(obs.sync(&StudyView::new("s", &dirs, &trials)), vec![0, 1, 2, 3]);
+        assert_eq!(
+            obs.sync(&StudyView::new("s", &dirs, &trials)),
+            vec![0, 1, 2, 3]
+        );
         assert_eq!(obs.n_seen, 4);
         let d: Distribution = FloatDistribution::new(0.0, 1.0).unwrap().into();
         assert_eq!(obs.column("x", &d)[3], 0.03);

@@ -54,15 +54,29 @@ impl Dim {
     /// The modelled domain of `dist`.
     pub(crate) fn of(dist: &Distribution) -> Dim {
         match dist {
-            Distribution::Float(d) if d.is_log() => Dim::Numeric { low: d.low().ln(), high: d.high().ln(), step: None },
-            Distribution::Float(d) => Dim::Numeric { low: d.low(), high: d.high(), step: d.step() },
+            Distribution::Float(d) if d.is_log() => Dim::Numeric {
+                low: d.low().ln(),
+                high: d.high().ln(),
+                step: None,
+            },
+            Distribution::Float(d) => Dim::Numeric {
+                low: d.low(),
+                high: d.high(),
+                step: d.step(),
+            },
             Distribution::Int(d) if d.is_log() => Dim::Numeric {
                 low: (d.low() as f64 - 0.5).ln(),
                 high: (d.high() as f64 + 0.5).ln(),
                 step: None,
             },
-            Distribution::Int(d) => Dim::Numeric { low: d.low() as f64, high: d.high() as f64, step: Some(d.step() as f64) },
-            Distribution::Categorical(d) => Dim::Categorical { n: d.choices().len() },
+            Distribution::Int(d) => Dim::Numeric {
+                low: d.low() as f64,
+                high: d.high() as f64,
+                step: Some(d.step() as f64),
+            },
+            Distribution::Categorical(d) => Dim::Categorical {
+                n: d.choices().len(),
+            },
         }
     }
 }
@@ -129,7 +143,12 @@ impl SampleRange {
                 }
                 _ => SampleRange::Categorical(None),
             },
-            (Dim::Numeric { low, step: Some(s), .. }, _) => SampleRange::Numeric {
+            (
+                Dim::Numeric {
+                    low, step: Some(s), ..
+                },
+                _,
+            ) => SampleRange::Numeric {
                 lo: lo - s / 2.0,
                 hi: hi + s / 2.0,
                 grid: Some((low, s)),
@@ -139,11 +158,23 @@ impl SampleRange {
             (Dim::Numeric { .. }, Distribution::Int(_)) => {
                 // Log int: the rounding cells of lo..=hi.
                 let (a, b) = ((lo - 0.5).ln(), (hi + 0.5).ln());
-                SampleRange::Numeric { lo: a, hi: b, grid: None, grid_lo: a, grid_hi: b }
+                SampleRange::Numeric {
+                    lo: a,
+                    hi: b,
+                    grid: None,
+                    grid_lo: a,
+                    grid_hi: b,
+                }
             }
             (Dim::Numeric { .. }, _) => {
                 let (a, b) = (transform(dist, lo), transform(dist, hi));
-                SampleRange::Numeric { lo: a, hi: b, grid: None, grid_lo: a, grid_hi: b }
+                SampleRange::Numeric {
+                    lo: a,
+                    hi: b,
+                    grid: None,
+                    grid_lo: a,
+                    grid_hi: b,
+                }
             }
         }
     }
@@ -183,7 +214,12 @@ impl ParzenEstimator {
     /// (`obs[d][i]` is observation `i` of dimension `d`) with their
     /// unnormalised `obs_weights`.
     #[cfg(test)]
-    pub(crate) fn new(obs: &[Vec<f64>], obs_weights: &[f64], dims: &[Dim], cfg: &TpeConfig) -> Self {
+    pub(crate) fn new(
+        obs: &[Vec<f64>],
+        obs_weights: &[f64],
+        dims: &[Dim],
+        cfg: &TpeConfig,
+    ) -> Self {
         Self::with_order(obs, obs_weights, dims, cfg, None)
     }
 
@@ -213,7 +249,17 @@ impl ParzenEstimator {
             .map(|(d, (dim, xs))| match *dim {
                 Dim::Numeric { low, high, step } => {
                     let ord = order.and_then(|o| o.get(d)).filter(|o| o.len() == xs.len());
-                    let k = numeric(xs, ord, low, high, step, dims.len(), cfg, &mut consts, &mut scale);
+                    let k = numeric(
+                        xs,
+                        ord,
+                        low,
+                        high,
+                        step,
+                        dims.len(),
+                        cfg,
+                        &mut consts,
+                        &mut scale,
+                    );
                     for (c, sc) in consts.iter_mut().zip(&mut scale) {
                         if !(1e-150..=1e150).contains(sc) {
                             *c -= sc.ln();
@@ -228,7 +274,11 @@ impl ParzenEstimator {
         for (c, sc) in consts.iter_mut().zip(&scale) {
             *c -= sc.ln();
         }
-        ParzenEstimator { weights, consts, kernels }
+        ParzenEstimator {
+            weights,
+            consts,
+            kernels,
+        }
     }
 
     /// Number of kernels (observations plus the prior).
@@ -239,7 +289,12 @@ impl ParzenEstimator {
 
     /// `n` joint draws restricted to `ranges` (one per dimension); returns
     /// `out[d][i]`, draw `i` of dimension `d`, in modelled units.
-    pub(crate) fn sample<R: Rng + ?Sized>(&self, rng: &mut R, n: usize, ranges: &[SampleRange]) -> Vec<Vec<f64>> {
+    pub(crate) fn sample<R: Rng + ?Sized>(
+        &self,
+        rng: &mut R,
+        n: usize,
+        ranges: &[SampleRange],
+    ) -> Vec<Vec<f64>> {
         let mut cum = Vec::with_capacity(self.weights.len());
         let mut acc = 0.0;
         for w in &self.weights {
@@ -296,7 +351,8 @@ fn numeric(
     let n = xs.len();
     let mut sigmas: Vec<f64> = match cfg.bandwidth {
         TpeBandwidth::Scott => {
-            let sigma = cfg.sigma0_magnitude * (n.max(1) as f64).powf(-1.0 / (n_dims as f64 + 4.0)) * width;
+            let sigma =
+                cfg.sigma0_magnitude * (n.max(1) as f64).powf(-1.0 / (n_dims as f64 + 4.0)) * width;
             vec![sigma; n]
         }
         _ => match order {
@@ -309,7 +365,11 @@ fn numeric(
         },
     };
     let max_sigma = width;
-    let min_sigma = if cfg.consider_magic_clip { width / (100.0f64).min(1.0 + (n + 1) as f64) } else { EPS };
+    let min_sigma = if cfg.consider_magic_clip {
+        width / (100.0f64).min(1.0 + (n + 1) as f64)
+    } else {
+        EPS
+    };
     for s in &mut sigmas {
         *s = s.clamp(min_sigma, max_sigma.max(min_sigma));
     }
@@ -349,7 +409,13 @@ fn numeric(
     } else {
         (Vec::new(), Vec::new())
     };
-    Kernels::Numeric { mus, inv_sigmas, step, pairs, pair_of }
+    Kernels::Numeric {
+        mus,
+        inv_sigmas,
+        step,
+        pairs,
+        pair_of,
+    }
 }
 
 /// Optuna 5.0's bandwidths: for each observation, the larger gap to its
@@ -425,21 +491,38 @@ fn categorical(xs: &[f64], nc: usize, cfg: &TpeConfig, _consts: &mut [f64]) -> K
             log_probs[c * nk + k] = log_of(probs[k * nc + c]);
         }
     }
-    Kernels::Categorical { n: nc, probs, log_probs }
+    Kernels::Categorical {
+        n: nc,
+        probs,
+        log_probs,
+    }
 }
 
 /// Adds each kernel's log density at `x` (one dimension) to `acc`.
 fn add_log_kernel(ks: &Kernels, x: f64, acc: &mut [f64]) {
     match ks {
-        Kernels::Numeric { mus, inv_sigmas, step: None, .. } => {
+        Kernels::Numeric {
+            mus,
+            inv_sigmas,
+            step: None,
+            ..
+        } => {
             for ((a, mu), inv) in acc.iter_mut().zip(mus).zip(inv_sigmas) {
                 let z = (x - mu) * inv;
                 *a -= 0.5 * z * z;
             }
         }
-        Kernels::Numeric { step: Some(s), pairs, pair_of, .. } => {
+        Kernels::Numeric {
+            step: Some(s),
+            pairs,
+            pair_of,
+            ..
+        } => {
             let (left, right) = (x - s / 2.0, x + s / 2.0);
-            let masses: Vec<f64> = pairs.iter().map(|(mu, sigma)| log_gauss_mass((left - mu) / sigma, (right - mu) / sigma)).collect();
+            let masses: Vec<f64> = pairs
+                .iter()
+                .map(|(mu, sigma)| log_gauss_mass((left - mu) / sigma, (right - mu) / sigma))
+                .collect();
             for (a, p) in acc.iter_mut().zip(pair_of) {
                 *a += masses[*p as usize];
             }
@@ -457,7 +540,18 @@ fn add_log_kernel(ks: &Kernels, x: f64, acc: &mut [f64]) {
 /// One draw of kernel `k` of one dimension inside `range`.
 fn draw<R: Rng + ?Sized>(ks: &Kernels, k: usize, range: &SampleRange, rng: &mut R) -> f64 {
     match (ks, range) {
-        (Kernels::Numeric { mus, inv_sigmas, .. }, SampleRange::Numeric { lo, hi, grid, grid_lo, grid_hi }) => {
+        (
+            Kernels::Numeric {
+                mus, inv_sigmas, ..
+            },
+            SampleRange::Numeric {
+                lo,
+                hi,
+                grid,
+                grid_lo,
+                grid_hi,
+            },
+        ) => {
             let (mu, sigma) = (mus[k], 1.0 / inv_sigmas[k]);
             let z = sample_standard((lo - mu) / sigma, (hi - mu) / sigma, rng.random::<f64>());
             let y = (mu + sigma * z).clamp(*lo, *hi);
@@ -467,11 +561,15 @@ fn draw<R: Rng + ?Sized>(ks: &Kernels, k: usize, range: &SampleRange, rng: &mut 
             }
         }
         (Kernels::Categorical { n, probs, .. }, SampleRange::Categorical(mask)) => {
-            let row = if probs.len() == *n { &probs[..] } else { &probs[k * n..(k + 1) * n] };
+            let row = if probs.len() == *n {
+                &probs[..]
+            } else {
+                &probs[k * n..(k + 1) * n]
+            };
             let allowed = |c: usize| mask.as_ref().is_none_or(|m| m[c]);
             let total: f64 = (0..*n).filter(|c| allowed(*c)).map(|c| row[c]).sum();
             let options: Vec<usize> = (0..*n).filter(|c| allowed(*c)).collect();
-            if !(total > 0.0) {
+            if total.is_nan() || total <= 0.0 {
                 // Nothing left with mass: uniform over the allowed choices.
                 let i = rng.random_range(0..options.len().max(1));
                 return options.get(i).copied().unwrap_or(0) as f64;
@@ -500,7 +598,11 @@ fn log_sum_exp(a: &[f64]) -> f64 {
     // Terms below e^-40 of the largest change nothing in f64; skipping them
     // also avoids libm's slow underflow path for far-away kernels.
     let floor = m - 40.0;
-    let s: f64 = a.iter().filter(|x| **x > floor).map(|x| (x - m).exp()).sum();
+    let s: f64 = a
+        .iter()
+        .filter(|x| **x > floor)
+        .map(|x| (x - m).exp())
+        .sum();
     m + s.ln()
 }
 
@@ -512,8 +614,15 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
 
     fn cfg(scott: bool) -> TpeConfig {
-        let bandwidth = if scott { TpeBandwidth::Scott } else { TpeBandwidth::NeighbourGap };
-        TpeConfig { bandwidth, ..TpeConfig::optuna() }
+        let bandwidth = if scott {
+            TpeBandwidth::Scott
+        } else {
+            TpeBandwidth::NeighbourGap
+        };
+        TpeConfig {
+            bandwidth,
+            ..TpeConfig::optuna()
+        }
     }
 
     fn estimator(dist: &Distribution, obs: &[f64], scott: bool) -> ParzenEstimator {
@@ -561,10 +670,16 @@ mod tests {
                     Dim::Numeric { low, high, step } => (low, high, step.unwrap()),
                     Dim::Categorical { .. } => unreachable!(),
                 };
-                let grid: Vec<f64> = (0..=((hi - lo) / s).round() as usize).map(|k| lo + k as f64 * s).collect();
+                let grid: Vec<f64> = (0..=((hi - lo) / s).round() as usize)
+                    .map(|k| lo + k as f64 * s)
+                    .collect();
                 let obs = [grid[1], grid[grid.len() / 2], grid[grid.len() - 1]];
                 let pe = estimator(&d, &obs, mv);
-                let total: f64 = pe.log_pdf(&[grid.clone()]).iter().map(|l| l.exp()).sum();
+                let total: f64 = pe
+                    .log_pdf(std::slice::from_ref(&grid))
+                    .iter()
+                    .map(|l| l.exp())
+                    .sum();
                 assert!((total - 1.0).abs() < 1e-9, "{d} mv={mv}: {total}");
             }
         }
@@ -587,11 +702,21 @@ mod tests {
 
     #[test]
     fn categorical_kernels_follow_optuna() {
-        let d: Distribution = CategoricalDistribution::new(["a", "b", "c"]).unwrap().into();
+        let d: Distribution = CategoricalDistribution::new(["a", "b", "c"])
+            .unwrap()
+            .into();
         // Observations a, a: 3 kernels; each row has 1/3 prior mass per choice.
         let pe = estimator(&d, &[0.0, 0.0], true);
-        let p: Vec<f64> = pe.log_pdf(&[vec![0.0, 1.0, 2.0]]).iter().map(|l| l.exp()).collect();
-        let row_obs = [(1.0 / 3.0 + 1.0) / 2.0, (1.0 / 3.0) / 2.0, (1.0 / 3.0) / 2.0];
+        let p: Vec<f64> = pe
+            .log_pdf(&[vec![0.0, 1.0, 2.0]])
+            .iter()
+            .map(|l| l.exp())
+            .collect();
+        let row_obs = [
+            (1.0 / 3.0 + 1.0) / 2.0,
+            (1.0 / 3.0) / 2.0,
+            (1.0 / 3.0) / 2.0,
+        ];
         let expect_a = (2.0 * row_obs[0] + 1.0 / 3.0) / 3.0;
         assert!((p[0] - expect_a).abs() < 1e-12);
         assert!((p.iter().sum::<f64>() - 1.0).abs() < 1e-12);
@@ -602,11 +727,31 @@ mod tests {
     fn sampling_respects_narrowed_support_and_grids() {
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let cases: Vec<(Distribution, Support, Vec<f64>)> = vec![
-            (FloatDistribution::new(0.0, 10.0).unwrap().into(), Support::range(7.0, 8.0), vec![1.0, 2.0]),
-            (FloatDistribution::log(1e-5, 1.0).unwrap().into(), Support::range(1e-5, 1e-4), vec![0.5, 0.9]),
-            (IntDistribution::stepped(0, 100, 5).unwrap().into(), Support::range(40.0, 60.0), vec![0.0, 100.0]),
-            (IntDistribution::log(1, 1024).unwrap().into(), Support::range(100.0, 200.0), vec![1.0, 2.0]),
-            (CategoricalDistribution::new([1, 2, 3, 4]).unwrap().into(), Support::choices([2, 3]), vec![0.0, 0.0]),
+            (
+                FloatDistribution::new(0.0, 10.0).unwrap().into(),
+                Support::range(7.0, 8.0),
+                vec![1.0, 2.0],
+            ),
+            (
+                FloatDistribution::log(1e-5, 1.0).unwrap().into(),
+                Support::range(1e-5, 1e-4),
+                vec![0.5, 0.9],
+            ),
+            (
+                IntDistribution::stepped(0, 100, 5).unwrap().into(),
+                Support::range(40.0, 60.0),
+                vec![0.0, 100.0],
+            ),
+            (
+                IntDistribution::log(1, 1024).unwrap().into(),
+                Support::range(100.0, 200.0),
+                vec![1.0, 2.0],
+            ),
+            (
+                CategoricalDistribution::new([1, 2, 3, 4]).unwrap().into(),
+                Support::choices([2, 3]),
+                vec![0.0, 0.0],
+            ),
         ];
         for (d, s, obs) in cases {
             let s = s.normalize("p", &d).unwrap();
@@ -626,7 +771,10 @@ mod tests {
         let pe = estimator(&d, &obs, false);
         let mut rng = ChaCha8Rng::seed_from_u64(2);
         let draws = pe.sample(&mut rng, 1000, &[SampleRange::of(&d, &Support::Full)]);
-        let near = draws[0].iter().filter(|x| (**x - 21.5).abs() < 10.0).count();
+        let near = draws[0]
+            .iter()
+            .filter(|x| (**x - 21.5).abs() < 10.0)
+            .count();
         assert!(near > 800, "{near}");
     }
 
@@ -635,9 +783,15 @@ mod tests {
         // Observations 6, 2, 3 on [0, 10]: sorted 2, 3, 6.
         // Without endpoints the outermost use the gap to their inner
         // neighbour: 2 -> 1, 6 -> 3; the middle one the larger gap: 3 -> 3.
-        assert_eq!(neighbour_gaps(&[6.0, 2.0, 3.0], 0.0, 10.0, false), vec![3.0, 1.0, 3.0]);
+        assert_eq!(
+            neighbour_gaps(&[6.0, 2.0, 3.0], 0.0, 10.0, false),
+            vec![3.0, 1.0, 3.0]
+        );
         // With endpoints: 2 -> max(2, 1) = 2, 6 -> max(3, 4) = 4.
-        assert_eq!(neighbour_gaps(&[6.0, 2.0, 3.0], 0.0, 10.0, true), vec![4.0, 2.0, 3.0]);
+        assert_eq!(
+            neighbour_gaps(&[6.0, 2.0, 3.0], 0.0, 10.0, true),
+            vec![4.0, 2.0, 3.0]
+        );
         // One observation: the larger distance to an end.
         assert_eq!(neighbour_gaps(&[2.0], 0.0, 10.0, false), vec![8.0]);
         assert!(neighbour_gaps(&[], 0.0, 10.0, false).is_empty());

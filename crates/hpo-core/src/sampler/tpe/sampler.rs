@@ -69,7 +69,11 @@ impl TpeSampler {
             Some(s) => ChaCha8Rng::seed_from_u64(s),
             None => ChaCha8Rng::from_os_rng(),
         };
-        TpeSampler { config, rng: Mutex::new(rng), studies: Mutex::new(HashMap::new()) }
+        TpeSampler {
+            config,
+            rng: Mutex::new(rng),
+            studies: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The settings.
@@ -89,19 +93,41 @@ impl TpeSampler {
     ) -> Vec<f64> {
         let cfg = &self.config;
         let dims: Vec<Dim> = space.iter().map(|(_, d, _)| Dim::of(d)).collect();
-        let columns: Vec<ColumnRef<'_>> = space.iter().map(|(n, d, _)| (obs.column(n, d), obs.sorted(n, d))).collect();
+        let columns: Vec<ColumnRef<'_>> = space
+            .iter()
+            .map(|(n, d, _)| (obs.column(n, d), obs.sorted(n, d)))
+            .collect();
         let n_below = cfg.gamma(members.len(), study.directions().len());
         let (below, above) = obs.split(members, n_below, study.directions().len());
 
         let (below_x, below_order) = gather(&columns, obs.n_numbers(), &below, &[]);
-        let liars = if cfg.constant_liar { running(study, trial, space) } else { Vec::new() };
+        let liars = if cfg.constant_liar {
+            running(study, trial, space)
+        } else {
+            Vec::new()
+        };
         let (above_x, above_order) = gather(&columns, obs.n_numbers(), &above, &liars);
         let nb = below_x.first().map_or(0, Vec::len);
         let na = above_x.first().map_or(0, Vec::len);
-        let pe_below = ParzenEstimator::with_order(&below_x, &cfg.weights.weights(nb), &dims, cfg, Some(&below_order));
-        let pe_above = ParzenEstimator::with_order(&above_x, &cfg.weights.weights(na), &dims, cfg, Some(&above_order));
+        let pe_below = ParzenEstimator::with_order(
+            &below_x,
+            &cfg.weights.weights(nb),
+            &dims,
+            cfg,
+            Some(&below_order),
+        );
+        let pe_above = ParzenEstimator::with_order(
+            &above_x,
+            &cfg.weights.weights(na),
+            &dims,
+            cfg,
+            Some(&above_order),
+        );
 
-        let ranges: Vec<SampleRange> = space.iter().map(|(_, d, s)| SampleRange::of(d, s)).collect();
+        let ranges: Vec<SampleRange> = space
+            .iter()
+            .map(|(_, d, s)| SampleRange::of(d, s))
+            .collect();
         let candidates = pe_below.sample(rng, cfg.candidates(na + 1), &ranges);
         let lb = pe_below.log_pdf(&candidates);
         let la = pe_above.log_pdf(&candidates);
@@ -129,8 +155,14 @@ type ColumnRef<'a> = (&'a [f64], &'a [(f64, u32)]);
 /// have every column, in number order, followed by the `extra` rows (the
 /// constant liar's running trials); and per dimension the kernel indices
 /// sorted by value, taken from the stored sorted columns in linear time.
-fn gather(columns: &[ColumnRef<'_>], n_numbers: usize, numbers: &[u32], extra: &[(u64, Vec<f64>)]) -> (Vec<Vec<f64>>, Vec<Vec<u32>>) {
-    let mut out: Vec<Vec<f64>> = vec![Vec::with_capacity(numbers.len() + extra.len()); columns.len()];
+fn gather(
+    columns: &[ColumnRef<'_>],
+    n_numbers: usize,
+    numbers: &[u32],
+    extra: &[(u64, Vec<f64>)],
+) -> (Vec<Vec<f64>>, Vec<Vec<u32>>) {
+    let mut out: Vec<Vec<f64>> =
+        vec![Vec::with_capacity(numbers.len() + extra.len()); columns.len()];
     let value = |c: &[f64], n: u32| c.get(n as usize).copied().unwrap_or(f64::NAN);
     let mut kernel_of = vec![u32::MAX; n_numbers];
     let mut k = 0u32;
@@ -156,7 +188,12 @@ fn gather(columns: &[ColumnRef<'_>], n_numbers: usize, numbers: &[u32], extra: &
         .map(|((_, sorted), xs)| {
             let mut order: Vec<u32> = sorted
                 .iter()
-                .filter_map(|(_, n)| kernel_of.get(*n as usize).copied().filter(|k| *k != u32::MAX))
+                .filter_map(|(_, n)| {
+                    kernel_of
+                        .get(*n as usize)
+                        .copied()
+                        .filter(|k| *k != u32::MAX)
+                })
                 .collect();
             for e in k..(k + extra.len() as u32) {
                 let v = xs[e as usize];
@@ -173,7 +210,11 @@ fn gather(columns: &[ColumnRef<'_>], n_numbers: usize, numbers: &[u32], extra: &
 /// constant liar's fake bad observations), by number. They are appended after
 /// the finished bad observations (they are usually the newest trials, and
 /// Optuna's weights are flat for the newest 25).
-fn running(study: &StudyView<'_>, trial: &FrozenTrial, space: &[(&str, &Distribution, &Support)]) -> Vec<(u64, Vec<f64>)> {
+fn running(
+    study: &StudyView<'_>,
+    trial: &FrozenTrial,
+    space: &[(&str, &Distribution, &Support)],
+) -> Vec<(u64, Vec<f64>)> {
     let mut out: Vec<(u64, Vec<f64>)> = study
         .trials()
         .iter()
@@ -181,10 +222,12 @@ fn running(study: &StudyView<'_>, trial: &FrozenTrial, space: &[(&str, &Distribu
         .filter_map(|t| {
             let values: Option<Vec<f64>> = space
                 .iter()
-                .map(|(n, d, _)| match (t.params.get(*n), t.distributions.get(*n)) {
-                    (Some(x), Some(td)) if td == *d => Some(transform(d, *x)),
-                    _ => None,
-                })
+                .map(
+                    |(n, d, _)| match (t.params.get(*n), t.distributions.get(*n)) {
+                        (Some(x), Some(td)) if td == *d => Some(transform(d, *x)),
+                        _ => None,
+                    },
+                )
                 .collect();
             Some((t.number, values?))
         })
@@ -194,11 +237,17 @@ fn running(study: &StudyView<'_>, trial: &FrozenTrial, space: &[(&str, &Distribu
 }
 
 impl Sampler for TpeSampler {
-    fn infer_relative_search_space(&self, study: &StudyView<'_>, _trial: &FrozenTrial) -> BTreeMap<String, Distribution> {
+    fn infer_relative_search_space(
+        &self,
+        study: &StudyView<'_>,
+        _trial: &FrozenTrial,
+    ) -> BTreeMap<String, Distribution> {
         if !self.config.is_multivariate(study.directions().len()) {
             return BTreeMap::new();
         }
-        let Ok(mut studies) = self.studies.lock() else { return BTreeMap::new() };
+        let Ok(mut studies) = self.studies.lock() else {
+            return BTreeMap::new();
+        };
         let obs = studies.entry(study.name().to_owned()).or_default();
         obs.sync(study);
         if self.config.group {
@@ -227,7 +276,12 @@ impl Sampler for TpeSampler {
             obs.group()
                 .spaces()
                 .iter()
-                .map(|g| g.keys().filter(|k| space.contains_key(*k)).map(|k| space_key(space, k)).collect())
+                .map(|g| {
+                    g.keys()
+                        .filter(|k| space.contains_key(*k))
+                        .map(|k| space_key(space, k))
+                        .collect()
+                })
                 .collect()
         } else {
             vec![space.keys().map(String::as_str).collect()]
@@ -263,8 +317,17 @@ impl Sampler for TpeSampler {
         if members.len() < self.config.n_startup_trials {
             return Ok(sample_uniform(&mut *rng, dist, support));
         }
-        let v = self.sample_joint(obs, &members, study, trial, &[(name, dist, support)], &mut rng);
-        Ok(v.first().copied().unwrap_or_else(|| sample_uniform(&mut *rng, dist, support)))
+        let v = self.sample_joint(
+            obs,
+            &members,
+            study,
+            trial,
+            &[(name, dist, support)],
+            &mut rng,
+        );
+        Ok(v.first()
+            .copied()
+            .unwrap_or_else(|| sample_uniform(&mut *rng, dist, support)))
     }
 }
 
@@ -305,8 +368,16 @@ mod tests {
         let b = [1.0, 2.0, 3.0, f64::NAN];
         let sa = [(0.1, 0), (0.3, 2), (0.4, 3)];
         let sb = [(1.0, 0), (2.0, 1), (3.0, 2)];
-        let (out, order) = gather(&[(&a, &sa), (&b, &sb)], 4, &[0, 1, 2, 3], &[(5, vec![0.2, 9.5]), (7, vec![0.0, 0.5])]);
-        assert_eq!(out, vec![vec![0.1, 0.3, 0.2, 0.0], vec![1.0, 3.0, 9.5, 0.5]]);
+        let (out, order) = gather(
+            &[(&a, &sa), (&b, &sb)],
+            4,
+            &[0, 1, 2, 3],
+            &[(5, vec![0.2, 9.5]), (7, vec![0.0, 0.5])],
+        );
+        assert_eq!(
+            out,
+            vec![vec![0.1, 0.3, 0.2, 0.0], vec![1.0, 3.0, 9.5, 0.5]]
+        );
         assert_eq!(order, vec![vec![3, 0, 2, 1], vec![3, 0, 1, 2]]);
         // Only the requested trials.
         let (out, order) = gather(&[(&a, &sa)], 4, &[2, 3], &[]);
@@ -323,17 +394,25 @@ mod tests {
                 complete(i, x, (x - 0.5).abs())
             })
             .collect();
-        let liars: Vec<Arc<FrozenTrial>> = (0..30).map(|i| running_at(100 + i, 0.5 + (i as f64 - 15.0) * 1e-3)).collect();
+        let liars: Vec<Arc<FrozenTrial>> = (0..30)
+            .map(|i| running_at(100 + i, 0.5 + (i as f64 - 15.0) * 1e-3))
+            .collect();
         trials.extend(liars);
         let me = FrozenTrial::new(999, 999, TrialState::Running);
         trials.push(Arc::new(me.clone()));
         let dirs = [Direction::Minimize];
         let view = StudyView::new("s", &dirs, &trials);
         let near = |liar: bool| {
-            let s = TpeSampler::with_config(TpeConfig { constant_liar: liar, ..TpeConfig::seeded(5) }).unwrap();
+            let s = TpeSampler::with_config(TpeConfig {
+                constant_liar: liar,
+                ..TpeConfig::seeded(5)
+            })
+            .unwrap();
             (0..40)
                 .filter(|_| {
-                    let x = s.sample_independent(&view, &me, "x", &float(), &Support::Full).unwrap();
+                    let x = s
+                        .sample_independent(&view, &me, "x", &float(), &Support::Full)
+                        .unwrap();
                     (x - 0.5).abs() < 0.02
                 })
                 .count()
@@ -344,7 +423,9 @@ mod tests {
 
     #[test]
     fn independent_sampling_respects_narrowed_categorical_support() {
-        let cat: Distribution = CategoricalDistribution::new(["a", "b", "c", "d"]).unwrap().into();
+        let cat: Distribution = CategoricalDistribution::new(["a", "b", "c", "d"])
+            .unwrap()
+            .into();
         let trials: Vec<Arc<FrozenTrial>> = (0..30)
             .map(|i| {
                 let mut t = FrozenTrial::new(i, i, TrialState::Complete);
@@ -368,7 +449,9 @@ mod tests {
         let support = Support::choices([2, 3]);
         let mut counts = [0; 4];
         for _ in 0..50 {
-            let x = s.sample_independent(&view, &me, "c", &cat, &support).unwrap();
+            let x = s
+                .sample_independent(&view, &me, "c", &cat, &support)
+                .unwrap();
             counts[x as usize] += 1;
         }
         assert_eq!(counts[0] + counts[1], 0);
