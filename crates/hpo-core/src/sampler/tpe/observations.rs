@@ -100,6 +100,10 @@ pub(crate) struct StudyObservations {
     ids: Vec<u64>,
     outcomes: Vec<Option<Outcome>>,
     n_seen: usize,
+    /// Numbers of all observations, ascending.
+    members: Vec<u32>,
+    /// Every trial numbered below this was finished when last read.
+    settled: u64,
     columns: HashMap<String, Vec<Column>>,
     group: SearchSpaceGroup,
     intersection: Intersection,
@@ -110,9 +114,25 @@ impl StudyObservations {
     /// numbers of the finished observations in `view`, ascending.
     pub(crate) fn sync(&mut self, view: &StudyView<'_>) -> Vec<u32> {
         let directions = view.directions();
-        let mut in_view = 0usize;
-        for t in view.trials() {
+        let trials = view.trials();
+        // A view holding every number 0..=max is the whole study. There, all
+        // trials numbered below `settled` were finished and read at the last
+        // call, so the scan starts after them (finished trials never change).
+        let dense = trials.last().is_none_or(|t| t.number as usize + 1 == trials.len());
+        if dense && self.settled > 0 {
+            // Sentinel: the same study still (ids match where we skip).
+            let same = trials.first().is_none_or(|t| self.ids.first() == Some(&t.id));
+            if !same {
+                *self = StudyObservations::default();
+                return self.sync(view);
+            }
+        }
+        let start = if dense { trials.partition_point(|t| t.number < self.settled) } else { 0 };
+        let mut in_view = start;
+        let mut settled = None;
+        for t in &trials[start..] {
             if !t.state.is_finished() {
+                settled.get_or_insert(t.number);
                 continue;
             }
             in_view += 1;
@@ -127,14 +147,14 @@ impl StudyObservations {
                 _ => self.insert(t, directions),
             }
         }
+        if dense {
+            self.settled = settled.unwrap_or(trials.len() as u64);
+        }
         if in_view == self.n_seen {
             // The view holds every trial seen: no need to filter.
-            return (0..self.outcomes.len())
-                .filter(|n| self.outcomes[*n].is_some())
-                .map(|n| n as u32)
-                .collect();
+            return self.members.clone();
         }
-        view.trials()
+        trials
             .iter()
             .filter(|t| t.state.is_finished())
             .map(|t| t.number as usize)
@@ -156,6 +176,8 @@ impl StudyObservations {
             return;
         }
         self.outcomes[num] = outcome;
+        let at = self.members.partition_point(|m| (*m as usize) < num);
+        self.members.insert(at, num as u32);
         for (name, x) in &t.params {
             let Some(dist) = t.distributions.get(name) else {
                 continue;

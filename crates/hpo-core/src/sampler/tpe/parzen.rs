@@ -233,7 +233,8 @@ impl ParzenEstimator {
         order: Option<&[Vec<u32>]>,
     ) -> Self {
         let n = obs_weights.len();
-        let mut weights: Vec<f64> = obs_weights.to_vec();
+        let mut weights: Vec<f64> = Vec::with_capacity(n + 1);
+        weights.extend_from_slice(obs_weights);
         weights.push(if n == 0 { 1.0 } else { cfg.prior_weight });
         let total: f64 = weights.iter().sum();
         for w in &mut weights {
@@ -349,7 +350,8 @@ fn numeric(
     let (lo, hi) = (low - s0 / 2.0, high + s0 / 2.0);
     let width = hi - lo;
     let n = xs.len();
-    let mut sigmas: Vec<f64> = match cfg.bandwidth {
+    let mut sigmas: Vec<f64> = Vec::with_capacity(n + 1);
+    sigmas.extend(match cfg.bandwidth {
         TpeBandwidth::Scott => {
             let sigma =
                 cfg.sigma0_magnitude * (n.max(1) as f64).powf(-1.0 / (n_dims as f64 + 4.0)) * width;
@@ -363,7 +365,7 @@ fn numeric(
                 gaps_in_order(xs, &o, lo, hi, cfg.consider_endpoints)
             }
         },
-    };
+    });
     let max_sigma = width;
     let min_sigma = if cfg.consider_magic_clip {
         width / (100.0f64).min(1.0 + (n + 1) as f64)
@@ -373,7 +375,8 @@ fn numeric(
     for s in &mut sigmas {
         *s = s.clamp(min_sigma, max_sigma.max(min_sigma));
     }
-    let mut mus = xs.to_vec();
+    let mut mus = Vec::with_capacity(n + 1);
+    mus.extend_from_slice(xs);
     mus.push(0.5 * (lo + hi));
     sigmas.push(width.max(EPS));
     let n_continuous = usize::from(step.is_none());
@@ -393,7 +396,7 @@ fn numeric(
     // Discrete dimensions evaluate one cell mass per distinct (mu, sigma):
     // observations on a grid repeat, so there are far fewer than kernels.
     let (pairs, pair_of) = if step.is_some() {
-        let mut index: HashMap<(u64, u64), u32> = HashMap::new();
+        let mut index: HashMap<(u64, u64), u32> = HashMap::with_capacity(mus.len());
         let mut pairs = Vec::new();
         let pair_of = mus
             .iter()
