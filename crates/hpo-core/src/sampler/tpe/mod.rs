@@ -22,15 +22,32 @@
 //!
 //! ## Faithful to Optuna, and where it differs
 //!
-//! Bandwidths (multivariate Scott-like rule, univariate neighbour gaps), the
-//! magic clip, prior kernel and weight, the ramp of observation weights, gamma,
-//! the categorical kernel, start-up trials, group decomposition and the
-//! constant liar follow Optuna 5.0. Differences: trials that failed with a
-//! constraint violation (OOM, infeasible) are observations that are always
-//! bad, where Optuna needs a `constraints_func` and may count infeasible trials
-//! as good when too few feasible ones exist; several objectives use whole
-//! non-dominated fronts cut by normalised loss instead of hypervolume subset
-//! selection, with uniform weights; the group decomposition is computed from
+//! [`TpeConfig::optuna()`] is Optuna 5.0's `TPESampler()`: neighbour-gap
+//! bandwidths (in univariate and multivariate mode alike), the magic clip,
+//! the prior kernel, the ramp of observation weights, `gamma = min(ceil(0.1 n),
+//! 25)`, Optuna's categorical kernel, step-aware truncated kernels, 10 start-up
+//! trials, 24 candidates, multivariate for one objective and independent for
+//! several, and the constant liar.
+//!
+//! The defaults ([`TpeConfig::default()`]) change three things, each a field
+//! of [`TpeConfig`]: **128 candidates** instead of 24, under a budget of
+//! candidates x bad-group kernels that decays towards 24 as the history grows
+//! (so a suggestion's cost stays flat); **prior weight 0.5** instead of 1; and
+//! **group decomposition on**, so conditional parameters are modelled jointly
+//! rather than independently. On the sample-efficiency suite (book,
+//! Performance) this beats Optuna 5.0's default TPE on all five problems at
+//! 100 and 200 trials, where the Optuna-faithful configuration ties it.
+//!
+//! Other differences: trials that failed with a constraint violation (OOM,
+//! infeasible) are observations that are always bad, where Optuna needs
+//! constraint values and may count infeasible trials as good when too few
+//! feasible ones exist; several objectives use whole non-dominated fronts cut
+//! by normalised loss instead of hypervolume subset selection; log-scaled ints
+//! use the kernel's density at `ln x` rather than its mass over the cell
+//! `[ln(x - 1/2), ln(x + 1/2)]` (the two differ by a factor common to both
+//! densities); the constant liar's running trials are appended after the
+//! finished bad observations instead of interleaved by number (weights are
+//! flat for the newest 25 anyway); the group decomposition is computed from
 //! every trial the sampler has seen in the study, also when a pruner hands it
 //! only one bracket's trials.
 //!

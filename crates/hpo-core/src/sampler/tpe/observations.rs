@@ -118,16 +118,24 @@ impl StudyObservations {
         // A view holding every number 0..=max is the whole study. There, all
         // trials numbered below `settled` were finished and read at the last
         // call, so the scan starts after them (finished trials never change).
-        let dense = trials.last().is_none_or(|t| t.number as usize + 1 == trials.len());
+        let dense = trials
+            .last()
+            .is_none_or(|t| t.number as usize + 1 == trials.len());
         if dense && self.settled > 0 {
             // Sentinel: the same study still (ids match where we skip).
-            let same = trials.first().is_none_or(|t| self.ids.first() == Some(&t.id));
+            let same = trials
+                .first()
+                .is_none_or(|t| self.ids.first() == Some(&t.id));
             if !same {
                 *self = StudyObservations::default();
                 return self.sync(view);
             }
         }
-        let start = if dense { trials.partition_point(|t| t.number < self.settled) } else { 0 };
+        let start = if dense {
+            trials.partition_point(|t| t.number < self.settled)
+        } else {
+            0
+        };
         let mut in_view = start;
         let mut settled = None;
         for t in &trials[start..] {

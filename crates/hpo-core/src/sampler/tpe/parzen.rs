@@ -30,6 +30,8 @@ use std::collections::HashMap;
 const EPS: f64 = 1e-12;
 /// Beyond this many standard deviations the normal tail is below 1e-16.
 const FULL_MASS_Z: f64 = 8.3;
+/// A mixture term this many nats below the largest adds less than 1e-17.
+const LOG_NEGLIGIBLE: f64 = 40.0;
 
 /// One parameter's modelled domain, in transformed units.
 #[derive(Debug, Clone, PartialEq)]
@@ -191,12 +193,15 @@ enum Kernels {
         pairs: Vec<(f64, f64)>,
         pair_of: Vec<u32>,
     },
+    /// Kernel `k < obs.len()` gives `p_match` to choice `obs[k]` and
+    /// `p_other` to every other choice; the last kernel (the prior) is uniform.
     Categorical {
         n: usize,
-        /// `probs[k * n + c]`, rows normalised.
-        probs: Vec<f64>,
-        /// `log_probs[c * n_kernels + k]`, column-major for evaluation.
-        log_probs: Vec<f64>,
+        obs: Vec<u32>,
+        p_match: f64,
+        p_other: f64,
+        /// `ln` of `p_match`, `p_other` and `1 / n`.
+        logs: [f64; 3],
     },
 }
 
@@ -207,6 +212,10 @@ pub(crate) struct ParzenEstimator {
     /// Per kernel: log weight plus every dimension's constant log terms.
     consts: Vec<f64>,
     kernels: Vec<Kernels>,
+    /// Continuous dimensions.
+    cont_dims: Vec<usize>,
+    /// Discrete and categorical dimensions.
+    other_dims: Vec<usize>,
 }
 
 impl ParzenEstimator {
@@ -243,7 +252,7 @@ impl ParzenEstimator {
         let mut consts: Vec<f64> = weights.iter().map(|w| w.ln()).collect();
         // Product of each kernel's continuous bandwidths: one `ln` per kernel, not per dimension.
         let mut scale = vec![1.0; consts.len()];
-        let kernels = dims
+        let kernels: Vec<Kernels> = dims
             .iter()
             .zip(obs)
             .enumerate()
@@ -269,16 +278,25 @@ impl ParzenEstimator {
                     }
                     k
                 }
-                Dim::Categorical { n: nc } => categorical(xs, nc, cfg, &mut consts),
+                Dim::Categorical { n: nc } => categorical(xs, nc, cfg),
             })
             .collect();
         for (c, sc) in consts.iter_mut().zip(&scale) {
             *c -= sc.ln();
         }
+        let is_cont = |k: &Kernels| matches!(k, Kernels::Numeric { step: None, .. });
+        let cont_dims: Vec<usize> = (0..kernels.len())
+            .filter(|d| is_cont(&kernels[*d]))
+            .collect();
+        let other_dims: Vec<usize> = (0..kernels.len())
+            .filter(|d| !is_cont(&kernels[*d]))
+            .collect();
         ParzenEstimator {
             weights,
             consts,
             kernels,
+            cont_dims,
+            other_dims,
         }
     }
 
@@ -316,19 +334,94 @@ impl ParzenEstimator {
     }
 
     /// Log density of each point (`xs[d][i]`, modelled units) under the declared space.
+    ///
+    /// Every per-dimension term is a log density or mass of at most 0 once
+    /// the kernel's constants are in, so a kernel's partial sum only falls;
+    /// a kernel already more than 40 nats below the best complete one adds
+    /// less than 1e-17 relative to the mixture and is abandoned there. In a
+    /// long history almost every kernel is abandoned after one dimension.
     pub(crate) fn log_pdf(&self, xs: &[Vec<f64>]) -> Vec<f64> {
         let n_points = xs.first().map_or(0, Vec::len);
         let nk = self.consts.len();
-        let mut acc = vec![0.0; nk];
+        let cont: Vec<(&[f64], &[f64])> = self
+            .cont_dims
+            .iter()
+            .filter_map(|d| match &self.kernels[*d] {
+                Kernels::Numeric {
+                    mus, inv_sigmas, ..
+                } => Some((&mus[..], &inv_sigmas[..])),
+                Kernels::Categorical { .. } => None,
+            })
+            .collect();
+        // Cell masses of discrete dimensions, per distinct kernel, computed on first use.
+        let mut caches: Vec<Vec<f64>> = self
+            .other_dims
+            .iter()
+            .map(|d| match &self.kernels[*d] {
+                Kernels::Numeric { pairs, .. } => vec![f64::NAN; pairs.len()],
+                Kernels::Categorical { .. } => Vec::new(),
+            })
+            .collect();
+        let mut vals = Vec::with_capacity(nk);
+        let mut xc = vec![0.0; cont.len()];
         (0..n_points)
             .map(|i| {
-                acc.copy_from_slice(&self.consts);
-                for (ks, x) in self.kernels.iter().zip(xs) {
-                    add_log_kernel(ks, x[i], &mut acc);
+                for (x, d) in xc.iter_mut().zip(&self.cont_dims) {
+                    *x = xs[*d][i];
                 }
-                log_sum_exp(&acc)
+                for c in &mut caches {
+                    c.fill(f64::NAN);
+                }
+                vals.clear();
+                let mut best = f64::NEG_INFINITY;
+                // The prior first: it is never far, so it sets a useful bar at once.
+                'kernels: for k in std::iter::once(nk - 1).chain(0..nk - 1) {
+                    let bar = best - LOG_NEGLIGIBLE;
+                    let mut a = self.consts[k];
+                    for (x, (mus, invs)) in xc.iter().zip(&cont) {
+                        let z = (x - mus[k]) * invs[k];
+                        a -= 0.5 * z * z;
+                        if a < bar {
+                            continue 'kernels;
+                        }
+                    }
+                    for (d, cache) in self.other_dims.iter().zip(&mut caches) {
+                        a += term(&self.kernels[*d], k, xs[*d][i], cache);
+                        if a < bar {
+                            continue 'kernels;
+                        }
+                    }
+                    vals.push(a);
+                    best = best.max(a);
+                }
+                log_sum_exp(&vals)
             })
             .collect()
+    }
+}
+
+/// Kernel `k`'s log mass at `x` in a discrete or categorical dimension.
+fn term(ks: &Kernels, k: usize, x: f64, cache: &mut [f64]) -> f64 {
+    match ks {
+        Kernels::Numeric {
+            step,
+            pairs,
+            pair_of,
+            ..
+        } => {
+            let s = step.unwrap_or(0.0);
+            let p = pair_of[k] as usize;
+            if cache[p].is_nan() {
+                let (mu, sigma) = pairs[p];
+                cache[p] = log_gauss_mass((x - s / 2.0 - mu) / sigma, (x + s / 2.0 - mu) / sigma);
+            }
+            cache[p]
+        }
+        Kernels::Categorical { obs, logs, .. } => match obs.get(k) {
+            Some(c) if *c as usize == x as usize => logs[0],
+            Some(_) => logs[1],
+            None => logs[2],
+        },
     }
 }
 
@@ -460,83 +553,23 @@ fn neighbour_gaps(xs: &[f64], lo: f64, hi: f64, endpoints: bool) -> Vec<f64> {
 }
 
 /// Optuna's categorical kernels and their (zero) constants.
-fn categorical(xs: &[f64], nc: usize, cfg: &TpeConfig, _consts: &mut [f64]) -> Kernels {
+fn categorical(xs: &[f64], nc: usize, cfg: &TpeConfig) -> Kernels {
+    // Optuna: every choice gets prior_weight / n_kernels, the observed one 1
+    // more, rows normalised. All observation rows share the two values.
     let nk = xs.len() + 1;
-    let mut probs = if xs.is_empty() {
-        vec![1.0 / nc as f64; nc]
-    } else {
-        let mut p = vec![cfg.prior_weight / nk as f64; nk * nc];
-        for (k, x) in xs.iter().enumerate() {
-            let c = (*x as usize).min(nc - 1);
-            p[k * nc + c] += 1.0;
-        }
-        p
-    };
-    for row in probs.chunks_mut(nc) {
-        let s: f64 = row.iter().sum();
-        for p in row {
-            *p /= s;
-        }
-    }
-    // Rows hold at most two distinct values, so take their logs once.
-    let mut logs: Vec<(u64, f64)> = Vec::with_capacity(4);
-    let mut log_of = |p: f64| match logs.iter().find(|(b, _)| *b == p.to_bits()) {
-        Some((_, l)) => *l,
-        None => {
-            let l = p.ln();
-            logs.push((p.to_bits(), l));
-            l
-        }
-    };
-    let mut log_probs = vec![0.0; nk * nc];
-    for k in 0..nk {
-        for c in 0..nc {
-            log_probs[c * nk + k] = log_of(probs[k * nc + c]);
-        }
-    }
+    let base = cfg.prior_weight / nk as f64;
+    let row = base * nc as f64 + 1.0;
+    let (p_match, p_other) = ((base + 1.0) / row, base / row);
+    let uniform = 1.0 / nc as f64;
     Kernels::Categorical {
         n: nc,
-        probs,
-        log_probs,
-    }
-}
-
-/// Adds each kernel's log density at `x` (one dimension) to `acc`.
-fn add_log_kernel(ks: &Kernels, x: f64, acc: &mut [f64]) {
-    match ks {
-        Kernels::Numeric {
-            mus,
-            inv_sigmas,
-            step: None,
-            ..
-        } => {
-            for ((a, mu), inv) in acc.iter_mut().zip(mus).zip(inv_sigmas) {
-                let z = (x - mu) * inv;
-                *a -= 0.5 * z * z;
-            }
-        }
-        Kernels::Numeric {
-            step: Some(s),
-            pairs,
-            pair_of,
-            ..
-        } => {
-            let (left, right) = (x - s / 2.0, x + s / 2.0);
-            let masses: Vec<f64> = pairs
-                .iter()
-                .map(|(mu, sigma)| log_gauss_mass((left - mu) / sigma, (right - mu) / sigma))
-                .collect();
-            for (a, p) in acc.iter_mut().zip(pair_of) {
-                *a += masses[*p as usize];
-            }
-        }
-        Kernels::Categorical { n, log_probs, .. } => {
-            let nk = acc.len();
-            let c = (x as usize).min(n - 1);
-            for (a, lp) in acc.iter_mut().zip(&log_probs[c * nk..(c + 1) * nk]) {
-                *a += lp;
-            }
-        }
+        obs: xs
+            .iter()
+            .map(|x| (*x as usize).min(nc - 1) as u32)
+            .collect(),
+        p_match,
+        p_other,
+        logs: [p_match.ln(), p_other.ln(), uniform.ln()],
     }
 }
 
@@ -563,11 +596,21 @@ fn draw<R: Rng + ?Sized>(ks: &Kernels, k: usize, range: &SampleRange, rng: &mut 
                 None => y.clamp(*grid_lo, *grid_hi),
             }
         }
-        (Kernels::Categorical { n, probs, .. }, SampleRange::Categorical(mask)) => {
-            let row = if probs.len() == *n {
-                &probs[..]
-            } else {
-                &probs[k * n..(k + 1) * n]
+        (
+            Kernels::Categorical {
+                n,
+                obs,
+                p_match,
+                p_other,
+                ..
+            },
+            SampleRange::Categorical(mask),
+        ) => {
+            let row: Vec<f64> = match obs.get(k) {
+                Some(o) => (0..*n)
+                    .map(|c| if c == *o as usize { *p_match } else { *p_other })
+                    .collect(),
+                None => vec![1.0 / *n as f64; *n],
             };
             let allowed = |c: usize| mask.as_ref().is_none_or(|m| m[c]);
             let total: f64 = (0..*n).filter(|c| allowed(*c)).map(|c| row[c]).sum();
@@ -600,7 +643,7 @@ fn log_sum_exp(a: &[f64]) -> f64 {
     }
     // Terms below e^-40 of the largest change nothing in f64; skipping them
     // also avoids libm's slow underflow path for far-away kernels.
-    let floor = m - 40.0;
+    let floor = m - LOG_NEGLIGIBLE;
     let s: f64 = a
         .iter()
         .filter(|x| **x > floor)
