@@ -229,13 +229,13 @@ impl ParzenEstimator {
         dims: &[Dim],
         cfg: &TpeConfig,
     ) -> Self {
-        Self::with_order(obs, obs_weights, dims, cfg, None)
+        Self::with_order(obs.to_vec(), obs_weights, dims, cfg, None)
     }
 
     /// As [`ParzenEstimator::new`], with each dimension's observation indices
     /// already sorted by value (`order[d]`), which saves a sort per dimension.
     pub(crate) fn with_order(
-        obs: &[Vec<f64>],
+        obs: Vec<Vec<f64>>,
         obs_weights: &[f64],
         dims: &[Dim],
         cfg: &TpeConfig,
@@ -278,7 +278,7 @@ impl ParzenEstimator {
                     }
                     k
                 }
-                Dim::Categorical { n: nc } => categorical(xs, nc, cfg),
+                Dim::Categorical { n: nc } => categorical(&xs, nc, cfg),
             })
             .collect();
         for (c, sc) in consts.iter_mut().zip(&scale) {
@@ -428,7 +428,7 @@ fn term(ks: &Kernels, k: usize, x: f64, cache: &mut [f64]) -> f64 {
 /// Bandwidths and constants of a numeric dimension.
 #[allow(clippy::too_many_arguments)]
 fn numeric(
-    xs: &[f64],
+    mut xs: Vec<f64>,
     order: Option<&Vec<u32>>,
     low: f64,
     high: f64,
@@ -444,21 +444,21 @@ fn numeric(
     let width = hi - lo;
     let n = xs.len();
     let mut sigmas: Vec<f64> = Vec::with_capacity(n + 1);
-    sigmas.extend(match cfg.bandwidth {
+    match cfg.bandwidth {
         TpeBandwidth::Scott => {
             let sigma =
                 cfg.sigma0_magnitude * (n.max(1) as f64).powf(-1.0 / (n_dims as f64 + 4.0)) * width;
-            vec![sigma; n]
+            sigmas.resize(n, sigma);
         }
         _ => match order {
-            Some(o) => gaps_in_order(xs, o, lo, hi, cfg.consider_endpoints),
+            Some(o) => gaps_in_order(&xs, o, lo, hi, cfg.consider_endpoints, &mut sigmas),
             None => {
                 let mut o: Vec<u32> = (0..n as u32).collect();
                 o.sort_by(|a, b| xs[*a as usize].total_cmp(&xs[*b as usize]));
-                gaps_in_order(xs, &o, lo, hi, cfg.consider_endpoints)
+                gaps_in_order(&xs, &o, lo, hi, cfg.consider_endpoints, &mut sigmas);
             }
         },
-    });
+    }
     let max_sigma = width;
     let min_sigma = if cfg.consider_magic_clip {
         width / (100.0f64).min(1.0 + (n + 1) as f64)
@@ -468,11 +468,13 @@ fn numeric(
     for s in &mut sigmas {
         *s = s.clamp(min_sigma, max_sigma.max(min_sigma));
     }
-    let mut mus = Vec::with_capacity(n + 1);
-    mus.extend_from_slice(xs);
+    let mut mus = {
+        xs.reserve_exact(1);
+        xs
+    };
     mus.push(0.5 * (lo + hi));
     sigmas.push(width.max(EPS));
-    let n_continuous = usize::from(step.is_none());
+    let continuous = step.is_none();
     for (k, (c, sc)) in consts.iter_mut().zip(scale.iter_mut()).enumerate() {
         let (mu, sigma) = (mus[k], sigmas[k]);
         let (a, b) = ((lo - mu) / sigma, (hi - mu) / sigma);
@@ -480,15 +482,16 @@ fn numeric(
         if a > -FULL_MASS_Z || b < FULL_MASS_Z {
             *c -= log_gauss_mass(a, b);
         }
-        if n_continuous == 1 {
+        if continuous {
             *c -= LN_SQRT_2PI;
             *sc *= sigma;
         }
     }
-    let inv_sigmas: Vec<f64> = sigmas.iter().map(|s| 1.0 / s).collect();
     // Discrete dimensions evaluate one cell mass per distinct (mu, sigma):
     // observations on a grid repeat, so there are far fewer than kernels.
-    let (pairs, pair_of) = if step.is_some() {
+    let (pairs, pair_of) = if continuous {
+        (Vec::new(), Vec::new())
+    } else {
         let mut index: HashMap<(u64, u64), u32> = HashMap::with_capacity(mus.len());
         let mut pairs = Vec::new();
         let pair_of = mus
@@ -502,12 +505,14 @@ fn numeric(
             })
             .collect();
         (pairs, pair_of)
-    } else {
-        (Vec::new(), Vec::new())
     };
+    // Keep only the inverse bandwidths (evaluation multiplies by them).
+    for s in &mut sigmas {
+        *s = 1.0 / *s;
+    }
     Kernels::Numeric {
         mus,
-        inv_sigmas,
+        inv_sigmas: sigmas,
         step,
         pairs,
         pair_of,
@@ -518,7 +523,14 @@ fn numeric(
 /// neighbours among the sorted observations and the range ends `lo`, `hi`;
 /// without `endpoints`, the outermost use the gap to their inner neighbour.
 /// `order` lists the observations' indices sorted by value.
-fn gaps_in_order(xs: &[f64], order: &[u32], lo: f64, hi: f64, endpoints: bool) -> Vec<f64> {
+fn gaps_in_order(
+    xs: &[f64],
+    order: &[u32],
+    lo: f64,
+    hi: f64,
+    endpoints: bool,
+    sigmas: &mut Vec<f64>,
+) {
     let m = xs.len();
     let at = |i: usize| -> f64 {
         if i == 0 {
@@ -529,7 +541,8 @@ fn gaps_in_order(xs: &[f64], order: &[u32], lo: f64, hi: f64, endpoints: bool) -
             xs[order[i - 1] as usize]
         }
     };
-    let mut sigmas = vec![0.0; m];
+    sigmas.clear();
+    sigmas.resize(m, 0.0);
     for i in 1..=m {
         let (prev, here, next) = (at(i - 1), at(i), at(i + 1));
         let mut s = (here - prev).max(next - here);
@@ -542,14 +555,15 @@ fn gaps_in_order(xs: &[f64], order: &[u32], lo: f64, hi: f64, endpoints: bool) -
         }
         sigmas[order[i - 1] as usize] = s;
     }
-    sigmas
 }
 
 #[cfg(test)]
 fn neighbour_gaps(xs: &[f64], lo: f64, hi: f64, endpoints: bool) -> Vec<f64> {
     let mut o: Vec<u32> = (0..xs.len() as u32).collect();
     o.sort_by(|a, b| xs[*a as usize].total_cmp(&xs[*b as usize]));
-    gaps_in_order(xs, &o, lo, hi, endpoints)
+    let mut sigmas = Vec::new();
+    gaps_in_order(xs, &o, lo, hi, endpoints, &mut sigmas);
+    sigmas
 }
 
 /// Optuna's categorical kernels and their (zero) constants.

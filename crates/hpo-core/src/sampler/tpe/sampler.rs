@@ -130,14 +130,14 @@ impl TpeSampler {
         let nb = below_x.first().map_or(0, Vec::len);
         let na = above_x.first().map_or(0, Vec::len);
         let pe_below = ParzenEstimator::with_order(
-            &below_x,
+            below_x,
             &cfg.weights.weights(nb),
             &dims,
             cfg,
             Some(&below_order),
         );
         let pe_above = ParzenEstimator::with_order(
-            &above_x,
+            above_x,
             &cfg.weights.weights(na),
             &dims,
             cfg,
