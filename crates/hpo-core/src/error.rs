@@ -59,7 +59,9 @@ pub enum Error {
     },
 
     /// A study with this name does not exist in the storage.
-    #[error("no study named `{0}` in this storage; create it, or check the name and the storage URL")]
+    #[error(
+        "no study named `{0}` in this storage; create it, or check the name and the storage URL"
+    )]
     StudyNotFound(String),
 
     /// A study with this name exists and `load_if_exists` was false.
@@ -133,6 +135,16 @@ pub enum Error {
         message: String,
     },
 
+    /// A storage file cannot be used: it is not SQLite, not a study database,
+    /// has an unsupported schema version, or is read-only. Nothing was written to it.
+    #[error("cannot use {} as a study database: it {reason}", path.display())]
+    UnusableStorageFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it, and what to do.
+        reason: String,
+    },
+
     /// A lock guarding shared state was poisoned by a panic in another thread.
     #[error("internal state poisoned by a panic in another thread: {0}")]
     Poisoned(String),
@@ -141,7 +153,10 @@ pub enum Error {
 impl Error {
     /// A storage error without a path.
     pub fn storage(message: impl Into<String>) -> Self {
-        Error::Storage { path: None, message: message.into() }
+        Error::Storage {
+            path: None,
+            message: message.into(),
+        }
     }
 }
 

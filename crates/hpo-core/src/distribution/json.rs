@@ -14,7 +14,11 @@ pub fn python_float_repr(x: f64) -> String {
         return "NaN".into();
     }
     if x.is_infinite() {
-        return if x > 0.0 { "Infinity".into() } else { "-Infinity".into() };
+        return if x > 0.0 {
+            "Infinity".into()
+        } else {
+            "-Infinity".into()
+        };
     }
     // Rust's `{:e}` gives the shortest round-trip digits: "1.2345e-5", "1e0", "-3.5e16".
     let sci = format!("{x:e}");
@@ -61,7 +65,7 @@ pub fn python_float_repr(x: f64) -> String {
 }
 
 /// A JSON string literal as Python's `json.dumps` writes it (`ensure_ascii=True`).
-fn python_json_string(s: &str, out: &mut String) {
+pub(crate) fn python_json_string(s: &str, out: &mut String) {
     out.push('"');
     for c in s.chars() {
         match c {
@@ -174,24 +178,51 @@ impl Distribution {
             "FloatDistribution" => {
                 let step = match attrs.get("step") {
                     None | Some(serde_json::Value::Null) => None,
-                    Some(s) => Some(s.as_f64().ok_or_else(|| err("step is not a number".into()))?),
+                    Some(s) => Some(
+                        s.as_f64()
+                            .ok_or_else(|| err("step is not a number".into()))?,
+                    ),
                 };
-                Distribution::Float(FloatDistribution::with(f("low")?, f("high")?, flag("log"), step)?)
+                Distribution::Float(FloatDistribution::with(
+                    f("low")?,
+                    f("high")?,
+                    flag("log"),
+                    step,
+                )?)
             }
-            "UniformDistribution" => Distribution::Float(FloatDistribution::new(f("low")?, f("high")?)?),
-            "LogUniformDistribution" => Distribution::Float(FloatDistribution::log(f("low")?, f("high")?)?),
+            "UniformDistribution" => {
+                Distribution::Float(FloatDistribution::new(f("low")?, f("high")?)?)
+            }
+            "LogUniformDistribution" => {
+                Distribution::Float(FloatDistribution::log(f("low")?, f("high")?)?)
+            }
             "DiscreteUniformDistribution" => {
                 Distribution::Float(FloatDistribution::stepped(f("low")?, f("high")?, f("q")?)?)
             }
             "IntDistribution" => {
-                let step = if attrs.contains_key("step") { i("step")? } else { 1 };
-                Distribution::Int(IntDistribution::with(i("low")?, i("high")?, flag("log"), step)?)
+                let step = if attrs.contains_key("step") {
+                    i("step")?
+                } else {
+                    1
+                };
+                Distribution::Int(IntDistribution::with(
+                    i("low")?,
+                    i("high")?,
+                    flag("log"),
+                    step,
+                )?)
             }
             "IntUniformDistribution" => {
-                let step = if attrs.contains_key("step") { i("step")? } else { 1 };
+                let step = if attrs.contains_key("step") {
+                    i("step")?
+                } else {
+                    1
+                };
                 Distribution::Int(IntDistribution::stepped(i("low")?, i("high")?, step)?)
             }
-            "IntLogUniformDistribution" => Distribution::Int(IntDistribution::log(i("low")?, i("high")?)?),
+            "IntLogUniformDistribution" => {
+                Distribution::Int(IntDistribution::log(i("low")?, i("high")?)?)
+            }
             "CategoricalDistribution" => {
                 let choices = attrs
                     .get("choices")

@@ -17,6 +17,7 @@ mod support;
 
 pub use self::choice::{Choice, ParamValue};
 pub use self::json::python_float_repr;
+pub(crate) use self::json::python_json_string;
 pub use self::support::Support;
 
 use crate::error::{Error, Result};
@@ -53,7 +54,9 @@ impl FloatDistribution {
     pub fn with(low: f64, high: f64, log: bool, step: Option<f64>) -> Result<Self> {
         let bad = |m: String| Err(Error::InvalidDistribution(m));
         if !low.is_finite() || !high.is_finite() {
-            return bad(format!("float bounds must be finite, got low={low}, high={high}"));
+            return bad(format!(
+                "float bounds must be finite, got low={low}, high={high}"
+            ));
         }
         if low > high {
             return bad(format!("float low ({low}) must not exceed high ({high})"));
@@ -77,7 +80,12 @@ impl FloatDistribution {
                 ));
             }
         }
-        Ok(FloatDistribution { low, high, log, step })
+        Ok(FloatDistribution {
+            low,
+            high,
+            log,
+            step,
+        })
     }
 
     /// Lower bound (inclusive).
@@ -133,7 +141,9 @@ impl IntDistribution {
             return bad(format!("int step must be at least 1, got {step}"));
         }
         if log && step != 1 {
-            return bad(format!("a log-scaled int must have step 1, got step {step}"));
+            return bad(format!(
+                "a log-scaled int must have step 1, got step {step}"
+            ));
         }
         if log && low < 1 {
             return bad(format!("a log-scaled int needs low >= 1, got low={low}"));
@@ -145,7 +155,12 @@ impl IntDistribution {
                  choose a step that divides it or adjust high"
             ));
         }
-        Ok(IntDistribution { low, high, log, step })
+        Ok(IntDistribution {
+            low,
+            high,
+            log,
+            step,
+        })
     }
 
     /// Lower bound (inclusive).
@@ -263,9 +278,7 @@ impl Distribution {
     /// Whether the distribution has exactly one value (samplers need not model it).
     pub fn is_single(&self) -> bool {
         match self {
-            Distribution::Float(d) => {
-                d.low == d.high || d.step.is_some_and(|s| d.low + s > d.high)
-            }
+            Distribution::Float(d) => d.low == d.high || d.step.is_some_and(|s| d.low + s > d.high),
             Distribution::Int(d) => d.low == d.high || d.low + d.step > d.high,
             Distribution::Categorical(d) => d.choices.len() == 1,
         }
@@ -336,7 +349,10 @@ impl Distribution {
     }
 
     fn out_of(&self, internal: f64) -> Error {
-        Error::OutOfDistribution { value: internal.to_string(), distribution: self.to_json() }
+        Error::OutOfDistribution {
+            value: internal.to_string(),
+            distribution: self.to_json(),
+        }
     }
 }
 

@@ -49,7 +49,10 @@ impl Support {
     /// snapped inwards onto the step / integer grid; choices are checked. Returns
     /// [`Support::Full`] when nothing is excluded.
     pub fn normalize(&self, name: &str, dist: &Distribution) -> Result<Support> {
-        let empty = |reason: String| Error::EmptySupport { name: name.to_owned(), reason };
+        let empty = |reason: String| Error::EmptySupport {
+            name: name.to_owned(),
+            reason,
+        };
         match (self, dist) {
             (Support::Full, _) => Ok(Support::Full),
             (Support::Range { low, high }, Distribution::Float(d)) => {

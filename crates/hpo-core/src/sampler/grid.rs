@@ -27,13 +27,21 @@ pub struct GridSampler {
 
 impl GridSampler {
     /// A grid over `space` (parameter name -> values to try).
-    pub fn new<K: Into<String>>(space: impl IntoIterator<Item = (K, Vec<ParamValue>)>, seed: u64) -> Result<Self> {
-        let space: BTreeMap<String, Vec<ParamValue>> = space.into_iter().map(|(k, v)| (k.into(), v)).collect();
+    pub fn new<K: Into<String>>(
+        space: impl IntoIterator<Item = (K, Vec<ParamValue>)>,
+        seed: u64,
+    ) -> Result<Self> {
+        let space: BTreeMap<String, Vec<ParamValue>> =
+            space.into_iter().map(|(k, v)| (k.into(), v)).collect();
         if space.is_empty() {
-            return Err(Error::InvalidConfig("a grid needs at least one parameter".into()));
+            return Err(Error::InvalidConfig(
+                "a grid needs at least one parameter".into(),
+            ));
         }
         if let Some((k, _)) = space.iter().find(|(_, v)| v.is_empty()) {
-            return Err(Error::InvalidConfig(format!("grid parameter `{k}` has no values")));
+            return Err(Error::InvalidConfig(format!(
+                "grid parameter `{k}` has no values"
+            )));
         }
         let names: Vec<String> = space.keys().cloned().collect();
         let mut grid: Vec<Vec<ParamValue>> = vec![Vec::new()];
@@ -51,7 +59,12 @@ impl GridSampler {
         }
         let mut order: Vec<usize> = (0..grid.len()).collect();
         order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
-        Ok(GridSampler { names, grid, order, assigned: Mutex::new(HashMap::new()) })
+        Ok(GridSampler {
+            names,
+            grid,
+            order,
+            assigned: Mutex::new(HashMap::new()),
+        })
     }
 
     /// Number of grid points.
@@ -67,7 +80,9 @@ impl GridSampler {
     fn point_of(&self, t: &FrozenTrial) -> Option<usize> {
         let values: Option<Vec<ParamValue>> = self.names.iter().map(|n| t.param(n)).collect();
         let values = values?;
-        self.grid.iter().position(|p| p.iter().zip(&values).all(|(a, b)| same(a, b)))
+        self.grid
+            .iter()
+            .position(|p| p.iter().zip(&values).all(|(a, b)| same(a, b)))
     }
 
     fn assign(&self, study: &StudyView<'_>, trial: &FrozenTrial) -> Result<usize> {
@@ -84,7 +99,12 @@ impl GridSampler {
             }
         }
         let least = visits.iter().copied().min().unwrap_or(0);
-        let p = self.order.iter().copied().find(|p| visits[*p] == least).unwrap_or(0);
+        let p = self
+            .order
+            .iter()
+            .copied()
+            .find(|p| visits[*p] == least)
+            .unwrap_or(0);
         assigned.insert(trial.id, p);
         Ok(p)
     }

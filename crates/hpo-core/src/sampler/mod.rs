@@ -21,9 +21,9 @@ mod grid;
 mod random;
 
 pub use self::grid::GridSampler;
-pub use self::random::RandomSampler;
 #[allow(unused_imports)] // used by TpeSampler for start-up trials
 pub(crate) use self::random::sample_uniform;
+pub use self::random::RandomSampler;
 
 use crate::distribution::{Distribution, Support};
 use crate::error::Result;
@@ -68,7 +68,11 @@ pub trait Sampler: Send + Sync {
 }
 
 impl<S: Sampler + ?Sized> Sampler for Arc<S> {
-    fn infer_relative_search_space(&self, study: &StudyView<'_>, trial: &FrozenTrial) -> BTreeMap<String, Distribution> {
+    fn infer_relative_search_space(
+        &self,
+        study: &StudyView<'_>,
+        trial: &FrozenTrial,
+    ) -> BTreeMap<String, Distribution> {
         (**self).infer_relative_search_space(study, trial)
     }
     fn sample_relative(

@@ -25,12 +25,16 @@ impl Default for RandomSampler {
 impl RandomSampler {
     /// A sampler seeded from the operating system.
     pub fn new() -> Self {
-        RandomSampler { rng: Mutex::new(ChaCha8Rng::from_os_rng()) }
+        RandomSampler {
+            rng: Mutex::new(ChaCha8Rng::from_os_rng()),
+        }
     }
 
     /// A reproducible sampler.
     pub fn seeded(seed: u64) -> Self {
-        RandomSampler { rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed)) }
+        RandomSampler {
+            rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed)),
+        }
     }
 }
 
@@ -49,7 +53,11 @@ impl Sampler for RandomSampler {
 }
 
 /// One uniform draw from `dist` restricted to a normalised `support`.
-pub(crate) fn sample_uniform<R: Rng + ?Sized>(rng: &mut R, dist: &Distribution, support: &Support) -> f64 {
+pub(crate) fn sample_uniform<R: Rng + ?Sized>(
+    rng: &mut R,
+    dist: &Distribution,
+    support: &Support,
+) -> f64 {
     let (lo, hi) = bounds(dist, support);
     match dist {
         Distribution::Float(d) => {
@@ -102,13 +110,33 @@ mod tests {
     #[test]
     fn every_draw_is_inside_distribution_and_support() {
         let cases: Vec<(Distribution, Support)> = vec![
-            (FloatDistribution::new(-1.0, 3.0).unwrap().into(), Support::range(0.5, 1.0)),
-            (FloatDistribution::log(1e-5, 1.0).unwrap().into(), Support::range(1e-3, 1e-2)),
-            (FloatDistribution::stepped(0.0, 1.0, 0.25).unwrap().into(), Support::range(0.3, 0.8)),
-            (IntDistribution::new(1, 10).unwrap().into(), Support::range(3.0, 4.0)),
+            (
+                FloatDistribution::new(-1.0, 3.0).unwrap().into(),
+                Support::range(0.5, 1.0),
+            ),
+            (
+                FloatDistribution::log(1e-5, 1.0).unwrap().into(),
+                Support::range(1e-3, 1e-2),
+            ),
+            (
+                FloatDistribution::stepped(0.0, 1.0, 0.25).unwrap().into(),
+                Support::range(0.3, 0.8),
+            ),
+            (
+                IntDistribution::new(1, 10).unwrap().into(),
+                Support::range(3.0, 4.0),
+            ),
             (IntDistribution::log(1, 1024).unwrap().into(), Support::Full),
-            (IntDistribution::stepped(128, 512, 32).unwrap().into(), Support::range(100.0, 384.0)),
-            (CategoricalDistribution::new([8, 16, 32, 64]).unwrap().into(), Support::choices([0, 2])),
+            (
+                IntDistribution::stepped(128, 512, 32).unwrap().into(),
+                Support::range(100.0, 384.0),
+            ),
+            (
+                CategoricalDistribution::new([8, 16, 32, 64])
+                    .unwrap()
+                    .into(),
+                Support::choices([0, 2]),
+            ),
         ];
         for (d, s) in cases {
             let ns = s.normalize("p", &d).unwrap();
@@ -149,8 +177,10 @@ mod tests {
         let b = RandomSampler::seeded(3);
         for _ in 0..10 {
             assert_eq!(
-                a.sample_independent(&view, &t, "x", &d, &Support::Full).unwrap(),
-                b.sample_independent(&view, &t, "x", &d, &Support::Full).unwrap()
+                a.sample_independent(&view, &t, "x", &d, &Support::Full)
+                    .unwrap(),
+                b.sample_independent(&view, &t, "x", &d, &Support::Full)
+                    .unwrap()
             );
         }
     }

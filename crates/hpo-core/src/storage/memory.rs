@@ -45,11 +45,15 @@ impl InMemoryStorage {
 
 impl Inner {
     fn study(&self, id: u64) -> Result<&StudyData> {
-        self.studies.get(&id).ok_or_else(|| Error::StudyNotFound(format!("<id {id}>")))
+        self.studies
+            .get(&id)
+            .ok_or_else(|| Error::StudyNotFound(format!("<id {id}>")))
     }
 
     fn study_mut(&mut self, id: u64) -> Result<&mut StudyData> {
-        self.studies.get_mut(&id).ok_or_else(|| Error::StudyNotFound(format!("<id {id}>")))
+        self.studies
+            .get_mut(&id)
+            .ok_or_else(|| Error::StudyNotFound(format!("<id {id}>")))
     }
 
     fn locate(&self, trial_id: u64) -> Result<(u64, usize)> {
@@ -61,7 +65,10 @@ impl Inner {
 
     fn trial(&self, trial_id: u64) -> Result<&Arc<FrozenTrial>> {
         let (sid, ix) = self.locate(trial_id)?;
-        self.study(sid)?.trials.get(ix).ok_or(Error::TrialNotFound(trial_id))
+        self.study(sid)?
+            .trials
+            .get(ix)
+            .ok_or(Error::TrialNotFound(trial_id))
     }
 
     /// A RUNNING trial, for writing (copy-on-write: readers keep their snapshot).
@@ -73,7 +80,10 @@ impl Inner {
             .get_mut(ix)
             .ok_or(Error::TrialNotFound(trial_id))?;
         if t.state != TrialState::Running {
-            return Err(Error::TrialFinished { number: t.number, state: t.state });
+            return Err(Error::TrialFinished {
+                number: t.number,
+                state: t.state,
+            });
         }
         Ok(Arc::make_mut(t))
     }
@@ -87,7 +97,10 @@ impl Inner {
             .get_mut(ix)
             .ok_or(Error::TrialNotFound(trial_id))?;
         if t.state.is_finished() {
-            return Err(Error::TrialFinished { number: t.number, state: t.state });
+            return Err(Error::TrialFinished {
+                number: t.number,
+                state: t.state,
+            });
         }
         Ok(Arc::make_mut(t))
     }
@@ -116,34 +129,52 @@ impl Storage for InMemoryStorage {
 
     fn find_study(&self, name: &str) -> Result<Option<StudySummary>> {
         let g = self.inner.read()?;
-        Ok(g.studies.iter().find(|(_, s)| s.name == name).map(|(id, s)| StudySummary {
-            id: *id,
-            name: s.name.clone(),
-            directions: s.directions.clone(),
-        }))
+        Ok(g.studies
+            .iter()
+            .find(|(_, s)| s.name == name)
+            .map(|(id, s)| StudySummary {
+                id: *id,
+                name: s.name.clone(),
+                directions: s.directions.clone(),
+            }))
     }
 
     fn studies(&self) -> Result<Vec<StudySummary>> {
         let g = self.inner.read()?;
         Ok(g.studies
             .iter()
-            .map(|(id, s)| StudySummary { id: *id, name: s.name.clone(), directions: s.directions.clone() })
+            .map(|(id, s)| StudySummary {
+                id: *id,
+                name: s.name.clone(),
+                directions: s.directions.clone(),
+            })
             .collect())
     }
 
     fn delete_study(&self, study_id: u64) -> Result<()> {
         let mut g = self.inner.write()?;
         // Trial ids stay allocated (ids are never reused); the trials are dropped.
-        g.studies.remove(&study_id).map(|_| ()).ok_or_else(|| Error::StudyNotFound(format!("<id {study_id}>")))
+        g.studies
+            .remove(&study_id)
+            .map(|_| ())
+            .ok_or_else(|| Error::StudyNotFound(format!("<id {study_id}>")))
     }
 
     fn set_study_user_attr(&self, study_id: u64, key: &str, value: &Value) -> Result<()> {
-        self.inner.write()?.study_mut(study_id)?.user_attrs.insert(key.to_owned(), value.clone());
+        self.inner
+            .write()?
+            .study_mut(study_id)?
+            .user_attrs
+            .insert(key.to_owned(), value.clone());
         Ok(())
     }
 
     fn set_study_system_attr(&self, study_id: u64, key: &str, value: &Value) -> Result<()> {
-        self.inner.write()?.study_mut(study_id)?.system_attrs.insert(key.to_owned(), value.clone());
+        self.inner
+            .write()?
+            .study_mut(study_id)?
+            .system_attrs
+            .insert(key.to_owned(), value.clone());
         Ok(())
     }
 
@@ -192,7 +223,11 @@ impl Storage for InMemoryStorage {
     fn claim_waiting_trial(&self, study_id: u64) -> Result<Option<FrozenTrial>> {
         let mut g = self.inner.write()?;
         let study = g.study_mut(study_id)?;
-        let Some(t) = study.trials.iter_mut().find(|t| t.state == TrialState::Waiting) else {
+        let Some(t) = study
+            .trials
+            .iter_mut()
+            .find(|t| t.state == TrialState::Waiting)
+        else {
             return Ok(None);
         };
         let t = Arc::make_mut(t);
@@ -201,9 +236,18 @@ impl Storage for InMemoryStorage {
         Ok(Some(t.clone()))
     }
 
-    fn set_trial_param(&self, trial_id: u64, name: &str, internal: f64, dist: &Distribution) -> Result<()> {
+    fn set_trial_param(
+        &self,
+        trial_id: u64,
+        name: &str,
+        internal: f64,
+        dist: &Distribution,
+    ) -> Result<()> {
         if !dist.contains(internal) {
-            return Err(Error::OutOfDistribution { value: internal.to_string(), distribution: dist.to_json() });
+            return Err(Error::OutOfDistribution {
+                value: internal.to_string(),
+                distribution: dist.to_json(),
+            });
         }
         let mut g = self.inner.write()?;
         let t = g.running_mut(trial_id)?;
@@ -214,19 +258,25 @@ impl Storage for InMemoryStorage {
 
     fn set_trial_intermediate_value(&self, trial_id: u64, step: u64, value: f64) -> Result<()> {
         let mut g = self.inner.write()?;
-        g.running_mut(trial_id)?.intermediate_values.insert(step, value);
+        g.running_mut(trial_id)?
+            .intermediate_values
+            .insert(step, value);
         Ok(())
     }
 
     fn set_trial_user_attr(&self, trial_id: u64, key: &str, value: &Value) -> Result<()> {
         let mut g = self.inner.write()?;
-        g.unfinished_mut(trial_id)?.user_attrs.insert(key.to_owned(), value.clone());
+        g.unfinished_mut(trial_id)?
+            .user_attrs
+            .insert(key.to_owned(), value.clone());
         Ok(())
     }
 
     fn set_trial_system_attr(&self, trial_id: u64, key: &str, value: &Value) -> Result<()> {
         let mut g = self.inner.write()?;
-        g.unfinished_mut(trial_id)?.system_attrs.insert(key.to_owned(), value.clone());
+        g.unfinished_mut(trial_id)?
+            .system_attrs
+            .insert(key.to_owned(), value.clone());
         Ok(())
     }
 
@@ -238,7 +288,9 @@ impl Storage for InMemoryStorage {
         system_attrs: &[(String, Value)],
     ) -> Result<Arc<FrozenTrial>> {
         if !state.is_finished() {
-            return Err(Error::InvalidOperation(format!("finish_trial needs a finished state, got {state}")));
+            return Err(Error::InvalidOperation(format!(
+                "finish_trial needs a finished state, got {state}"
+            )));
         }
         let mut g = self.inner.write()?;
         let t = g.running_mut(trial_id)?;
@@ -273,7 +325,11 @@ impl Storage for InMemoryStorage {
             .trials
             .iter()
             .filter(|t| t.state == TrialState::Running)
-            .filter(|t| g.heartbeats.get(&t.id).is_some_and(|hb| hb.elapsed() > grace))
+            .filter(|t| {
+                g.heartbeats
+                    .get(&t.id)
+                    .is_some_and(|hb| hb.elapsed() > grace)
+            })
             .map(|t| t.id)
             .collect())
     }

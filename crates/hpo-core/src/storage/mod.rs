@@ -22,11 +22,15 @@
 //!   old or the new state, never half of a change.
 
 mod memory;
+mod sqlite;
+mod url;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
 
 pub use self::memory::InMemoryStorage;
+pub use self::sqlite::{SqliteOptions, SqliteStats, SqliteStorage};
+pub use self::url::storage_from_url;
 
 use crate::distribution::Distribution;
 use crate::error::Result;
@@ -85,7 +89,13 @@ pub trait Storage: Send + Sync {
     fn claim_waiting_trial(&self, study_id: u64) -> Result<Option<FrozenTrial>>;
 
     /// Records a parameter of a RUNNING trial (internal value and declared distribution).
-    fn set_trial_param(&self, trial_id: u64, name: &str, internal: f64, dist: &Distribution) -> Result<()>;
+    fn set_trial_param(
+        &self,
+        trial_id: u64,
+        name: &str,
+        internal: f64,
+        dist: &Distribution,
+    ) -> Result<()>;
 
     /// Records an intermediate value; a step already present is overwritten.
     fn set_trial_intermediate_value(&self, trial_id: u64, step: u64, value: f64) -> Result<()>;
@@ -156,7 +166,13 @@ impl<S: Storage + ?Sized> Storage for Arc<S> {
     fn claim_waiting_trial(&self, study_id: u64) -> Result<Option<FrozenTrial>> {
         (**self).claim_waiting_trial(study_id)
     }
-    fn set_trial_param(&self, trial_id: u64, name: &str, internal: f64, dist: &Distribution) -> Result<()> {
+    fn set_trial_param(
+        &self,
+        trial_id: u64,
+        name: &str,
+        internal: f64,
+        dist: &Distribution,
+    ) -> Result<()> {
         (**self).set_trial_param(trial_id, name, internal, dist)
     }
     fn set_trial_intermediate_value(&self, trial_id: u64, step: u64, value: f64) -> Result<()> {

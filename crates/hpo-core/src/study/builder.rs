@@ -77,14 +77,21 @@ impl StudyBuilder {
 
     /// Creates the study, or loads it when `load_if_exists` is set.
     pub fn build(self) -> Result<Study> {
-        let storage = self.storage.unwrap_or_else(|| Arc::new(InMemoryStorage::new()));
+        let storage = self
+            .storage
+            .unwrap_or_else(|| Arc::new(InMemoryStorage::new()));
         let name = self.name.unwrap_or_else(fresh_name);
         if let Some(ds) = &self.directions {
             if ds.is_empty() {
-                return Err(Error::InvalidConfig("a study needs at least one direction".into()));
+                return Err(Error::InvalidConfig(
+                    "a study needs at least one direction".into(),
+                ));
             }
         }
-        let requested = self.directions.clone().unwrap_or_else(|| vec![Direction::Minimize]);
+        let requested = self
+            .directions
+            .clone()
+            .unwrap_or_else(|| vec![Direction::Minimize]);
         let (id, directions) = match storage.find_study(&name)? {
             Some(found) => {
                 if !self.load_if_exists {
@@ -97,7 +104,9 @@ impl StudyBuilder {
                 Ok(id) => (id, requested),
                 // Another process created it between our look-up and our insert.
                 Err(Error::StudyExists(_)) if self.load_if_exists => {
-                    let found = storage.find_study(&name)?.ok_or_else(|| Error::StudyNotFound(name.clone()))?;
+                    let found = storage
+                        .find_study(&name)?
+                        .ok_or_else(|| Error::StudyNotFound(name.clone()))?;
                     check_directions(&name, &found.directions, self.directions.as_deref())?;
                     (found.id, found.directions)
                 }
@@ -119,7 +128,10 @@ impl StudyBuilder {
 
     /// Loads an existing study; its name must exist in the storage.
     pub fn load(self) -> Result<Study> {
-        let storage = self.storage.clone().unwrap_or_else(|| Arc::new(InMemoryStorage::new()));
+        let storage = self
+            .storage
+            .clone()
+            .unwrap_or_else(|| Arc::new(InMemoryStorage::new()));
         let name = self
             .name
             .clone()
@@ -131,7 +143,11 @@ impl StudyBuilder {
     }
 }
 
-fn check_directions(name: &str, stored: &[Direction], requested: Option<&[Direction]>) -> Result<()> {
+fn check_directions(
+    name: &str,
+    stored: &[Direction],
+    requested: Option<&[Direction]>,
+) -> Result<()> {
     match requested {
         Some(r) if r != stored => Err(Error::DirectionMismatch {
             name: name.to_owned(),
@@ -145,5 +161,9 @@ fn check_directions(name: &str, stored: &[Direction], requested: Option<&[Direct
 fn fresh_name() -> String {
     use rand::Rng;
     let mut rng = rand::rng();
-    format!("no-name-{:016x}{:016x}", rng.random::<u64>(), rng.random::<u64>())
+    format!(
+        "no-name-{:016x}{:016x}",
+        rng.random::<u64>(),
+        rng.random::<u64>()
+    )
 }

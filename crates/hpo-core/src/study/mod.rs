@@ -148,39 +148,52 @@ impl Study {
                 (FailureKind::REASON_ATTR.to_owned(), Value::from(reason)),
             ];
             if kind.is_constraint_violation() {
-                attrs.push((FailureKind::CONSTRAINTS_ATTR.to_owned(), Value::from(vec![1.0])));
+                attrs.push((
+                    FailureKind::CONSTRAINTS_ATTR.to_owned(),
+                    Value::from(vec![1.0]),
+                ));
             }
             (TrialState::Fail, None, attrs)
         };
-        let (state, values, attrs): (TrialState, Option<Vec<f64>>, Vec<(String, Value)>) = match finish {
-            Finish::Result(Ok(values)) if values.len() != n_obj => fail(
-                FailureKind::Error,
-                format!("the objective returned {} values but the study has {n_obj} objectives", values.len()),
-            ),
-            Finish::Result(Ok(values)) => match values.iter().find(|v| !v.is_finite()) {
-                Some(bad) => fail(
-                    FailureKind::NonFinite,
-                    format!("the objective returned {bad}; values must be finite (got {values:?})"),
+        let (state, values, attrs): (TrialState, Option<Vec<f64>>, Vec<(String, Value)>) =
+            match finish {
+                Finish::Result(Ok(values)) if values.len() != n_obj => fail(
+                    FailureKind::Error,
+                    format!(
+                        "the objective returned {} values but the study has {n_obj} objectives",
+                        values.len()
+                    ),
                 ),
-                None => (TrialState::Complete, Some(values), Vec::new()),
-            },
-            Finish::Result(Err(TrialError::Pruned)) => {
-                let values = match (n_obj, frozen.last_intermediate()) {
-                    (1, Some((_, v))) => Some(vec![v]),
-                    _ => None,
-                };
-                (TrialState::Pruned, values, Vec::new())
-            }
-            Finish::Result(Err(TrialError::Oom { config, message })) => {
-                let (s, v, mut a) = fail(FailureKind::Oom, message);
-                a.push((FailureKind::OOM_CONFIG_ATTR.to_owned(), config));
-                (s, v, a)
-            }
-            Finish::Result(Err(TrialError::Infeasible(m))) => fail(FailureKind::Infeasible, m),
-            Finish::Result(Err(TrialError::Failed(m))) => fail(FailureKind::Error, m),
-            Finish::Panic(m) => fail(FailureKind::Panic, format!("the objective panicked: {m}")),
-        };
-        let finished = core.storage.finish_trial(frozen.id, state, values.as_deref(), &attrs)?;
+                Finish::Result(Ok(values)) => match values.iter().find(|v| !v.is_finite()) {
+                    Some(bad) => fail(
+                        FailureKind::NonFinite,
+                        format!(
+                            "the objective returned {bad}; values must be finite (got {values:?})"
+                        ),
+                    ),
+                    None => (TrialState::Complete, Some(values), Vec::new()),
+                },
+                Finish::Result(Err(TrialError::Pruned)) => {
+                    let values = match (n_obj, frozen.last_intermediate()) {
+                        (1, Some((_, v))) => Some(vec![v]),
+                        _ => None,
+                    };
+                    (TrialState::Pruned, values, Vec::new())
+                }
+                Finish::Result(Err(TrialError::Oom { config, message })) => {
+                    let (s, v, mut a) = fail(FailureKind::Oom, message);
+                    a.push((FailureKind::OOM_CONFIG_ATTR.to_owned(), config));
+                    (s, v, a)
+                }
+                Finish::Result(Err(TrialError::Infeasible(m))) => fail(FailureKind::Infeasible, m),
+                Finish::Result(Err(TrialError::Failed(m))) => fail(FailureKind::Error, m),
+                Finish::Panic(m) => {
+                    fail(FailureKind::Panic, format!("the objective panicked: {m}"))
+                }
+            };
+        let finished = core
+            .storage
+            .finish_trial(frozen.id, state, values.as_deref(), &attrs)?;
         let history = core.storage.trials(core.id)?;
         let view = core.sampler_view(&history, &finished);
         core.sampler.after_trial(&view, &finished);
@@ -189,13 +202,23 @@ impl Study {
     }
 
     fn log_finished(&self, t: &FrozenTrial, history: &[Arc<FrozenTrial>]) {
-        let params: Vec<String> = t.typed_params().iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let params: Vec<String> = t
+            .typed_params()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
         match t.state {
             TrialState::Complete => {
                 let best = (self.core.directions.len() == 1)
                     .then(|| best_of(history, self.core.directions[0]))
                     .flatten()
-                    .map(|b| format!("; best is trial {} with value {:?}", b.number, b.value().unwrap_or(f64::NAN)))
+                    .map(|b| {
+                        format!(
+                            "; best is trial {} with value {:?}",
+                            b.number,
+                            b.value().unwrap_or(f64::NAN)
+                        )
+                    })
                     .unwrap_or_default();
                 tracing::info!(
                     study = %self.core.name,
@@ -205,7 +228,9 @@ impl Study {
                     params.join(", ")
                 );
             }
-            TrialState::Pruned => tracing::info!(study = %self.core.name, "trial {} pruned at step {:?}", t.number, t.last_intermediate().map(|(s, _)| s)),
+            TrialState::Pruned => {
+                tracing::info!(study = %self.core.name, "trial {} pruned at step {:?}", t.number, t.last_intermediate().map(|(s, _)| s))
+            }
             _ => tracing::warn!(
                 study = %self.core.name,
                 "trial {} failed ({}): {}",
@@ -236,14 +261,23 @@ impl Study {
     /// Adds a WAITING trial whose parameters are fixed to `params` (a warm
     /// start from a known-good configuration). Parameters not named are sampled.
     /// Returns the trial's number.
-    pub fn enqueue<K: Into<String>>(&self, params: impl IntoIterator<Item = (K, ParamValue)>) -> Result<u64> {
+    pub fn enqueue<K: Into<String>>(
+        &self,
+        params: impl IntoIterator<Item = (K, ParamValue)>,
+    ) -> Result<u64> {
         let mut fixed = serde_json::Map::new();
         for (k, v) in params {
             fixed.insert(k.into(), v.to_json_value());
         }
         let mut template = FrozenTrial::new(0, 0, TrialState::Waiting);
-        template.system_attrs.insert(FIXED_PARAMS_ATTR.to_owned(), Value::Object(fixed));
-        Ok(self.core.storage.create_trial(self.core.id, Some(&template))?.number)
+        template
+            .system_attrs
+            .insert(FIXED_PARAMS_ATTR.to_owned(), Value::Object(fixed));
+        Ok(self
+            .core
+            .storage
+            .create_trial(self.core.id, Some(&template))?
+            .number)
     }
 
     /// All trials, ordered by number.
@@ -254,13 +288,15 @@ impl Study {
     /// The best COMPLETE trial of a single-objective study (ties: lowest number).
     pub fn best_trial(&self) -> Result<Arc<FrozenTrial>> {
         let dir = self.single_direction("best_trial")?;
-        best_of(&self.trials()?, dir).ok_or_else(|| Error::NoCompletedTrials(self.core.name.clone()))
+        best_of(&self.trials()?, dir)
+            .ok_or_else(|| Error::NoCompletedTrials(self.core.name.clone()))
     }
 
     /// The best objective value of a single-objective study.
     pub fn best_value(&self) -> Result<f64> {
         let t = self.best_trial()?;
-        t.value().ok_or_else(|| Error::NoCompletedTrials(self.core.name.clone()))
+        t.value()
+            .ok_or_else(|| Error::NoCompletedTrials(self.core.name.clone()))
     }
 
     /// The parameters of the best trial, typed.
@@ -270,8 +306,11 @@ impl Study {
 
     /// The Pareto-optimal COMPLETE trials (for any number of objectives).
     pub fn best_trials(&self) -> Result<Vec<Arc<FrozenTrial>>> {
-        let complete: Vec<_> =
-            self.trials()?.into_iter().filter(|t| t.state == TrialState::Complete).collect();
+        let complete: Vec<_> = self
+            .trials()?
+            .into_iter()
+            .filter(|t| t.state == TrialState::Complete)
+            .collect();
         Ok(pareto::front(&complete, &self.core.directions))
     }
 

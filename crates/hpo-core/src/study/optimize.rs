@@ -38,12 +38,18 @@ impl std::fmt::Debug for Optimize {
 impl Optimize {
     /// Run `n` trials.
     pub fn trials(n: usize) -> Self {
-        Optimize { n_trials: Some(n), ..Default::default() }
+        Optimize {
+            n_trials: Some(n),
+            ..Default::default()
+        }
     }
 
     /// Run until `timeout` has elapsed.
     pub fn timeout(timeout: Duration) -> Self {
-        Optimize { timeout: Some(timeout), ..Default::default() }
+        Optimize {
+            timeout: Some(timeout),
+            ..Default::default()
+        }
     }
 
     /// Also stop after `n` trials.
@@ -83,32 +89,30 @@ impl Study {
         let started = AtomicUsize::new(0);
         let first_error: Mutex<Option<Error>> = Mutex::new(None);
         let t0 = Instant::now();
-        let worker = || {
-            loop {
-                if self.core.stop.load(Ordering::SeqCst) {
+        let worker = || loop {
+            if self.core.stop.load(Ordering::SeqCst) {
+                break;
+            }
+            if let Some(n) = opts.n_trials {
+                if started.fetch_add(1, Ordering::SeqCst) >= n {
                     break;
                 }
-                if let Some(n) = opts.n_trials {
-                    if started.fetch_add(1, Ordering::SeqCst) >= n {
-                        break;
+            }
+            if opts.timeout.is_some_and(|t| t0.elapsed() >= t) {
+                break;
+            }
+            match self.run_one(&objective) {
+                Ok(finished) => {
+                    for cb in &opts.callbacks {
+                        cb(self, &finished);
                     }
                 }
-                if opts.timeout.is_some_and(|t| t0.elapsed() >= t) {
+                Err(e) => {
+                    if let Ok(mut slot) = first_error.lock() {
+                        slot.get_or_insert(e);
+                    }
+                    self.stop();
                     break;
-                }
-                match self.run_one(&objective) {
-                    Ok(finished) => {
-                        for cb in &opts.callbacks {
-                            cb(self, &finished);
-                        }
-                    }
-                    Err(e) => {
-                        if let Ok(mut slot) = first_error.lock() {
-                            slot.get_or_insert(e);
-                        }
-                        self.stop();
-                        break;
-                    }
                 }
             }
         };
@@ -135,7 +139,9 @@ impl Study {
         R: IntoTrialResult,
     {
         let mut trial = self.ask()?;
-        let outcome = catch_unwind(AssertUnwindSafe(|| objective(&mut trial).into_trial_result()));
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            objective(&mut trial).into_trial_result()
+        }));
         let finish = match outcome {
             Ok(r) => Finish::Result(r),
             Err(payload) => Finish::Panic(panic_message(payload.as_ref())),

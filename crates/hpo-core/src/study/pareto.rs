@@ -19,7 +19,10 @@ pub(crate) fn dominates(a: &[f64], b: &[f64], directions: &[Direction]) -> bool 
 }
 
 /// The non-dominated trials among `trials` (all must have values), by number.
-pub(crate) fn front(trials: &[Arc<FrozenTrial>], directions: &[Direction]) -> Vec<Arc<FrozenTrial>> {
+pub(crate) fn front(
+    trials: &[Arc<FrozenTrial>],
+    directions: &[Direction],
+) -> Vec<Arc<FrozenTrial>> {
     let with_values: Vec<(&Arc<FrozenTrial>, &[f64])> = trials
         .iter()
         .filter_map(|t| t.values.as_deref().map(|v| (t, v)))
@@ -46,7 +49,12 @@ mod tests {
     #[test]
     fn front_of_min_max_keeps_only_non_dominated() {
         let ds = [Direction::Minimize, Direction::Maximize];
-        let ts = vec![t(0, &[1.0, 1.0]), t(1, &[2.0, 2.0]), t(2, &[2.0, 0.5]), t(3, &[0.5, 0.5])];
+        let ts = vec![
+            t(0, &[1.0, 1.0]),
+            t(1, &[2.0, 2.0]),
+            t(2, &[2.0, 0.5]),
+            t(3, &[0.5, 0.5]),
+        ];
         let f: Vec<u64> = front(&ts, &ds).iter().map(|t| t.number).collect();
         assert_eq!(f, vec![0, 1, 3]);
     }

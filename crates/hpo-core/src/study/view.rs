@@ -21,12 +21,24 @@ pub struct StudyView<'a> {
 impl<'a> StudyView<'a> {
     /// A view over borrowed trials.
     pub fn new(name: &'a str, directions: &'a [Direction], trials: &'a [Arc<FrozenTrial>]) -> Self {
-        StudyView { name, directions, trials: Cow::Borrowed(trials) }
+        StudyView {
+            name,
+            directions,
+            trials: Cow::Borrowed(trials),
+        }
     }
 
     /// A view over an owned (for example filtered) list of trials.
-    pub fn owned(name: &'a str, directions: &'a [Direction], trials: Vec<Arc<FrozenTrial>>) -> Self {
-        StudyView { name, directions, trials: Cow::Owned(trials) }
+    pub fn owned(
+        name: &'a str,
+        directions: &'a [Direction],
+        trials: Vec<Arc<FrozenTrial>>,
+    ) -> Self {
+        StudyView {
+            name,
+            directions,
+            trials: Cow::Owned(trials),
+        }
     }
 
     /// The study name.
@@ -50,12 +62,19 @@ impl<'a> StudyView<'a> {
     }
 
     /// Trials in any of `states`.
-    pub fn trials_in<'s>(&'s self, states: &'s [TrialState]) -> impl Iterator<Item = &'s Arc<FrozenTrial>> + 's {
-        self.trials.iter().filter(move |t| states.contains(&t.state))
+    pub fn trials_in<'s>(
+        &'s self,
+        states: &'s [TrialState],
+    ) -> impl Iterator<Item = &'s Arc<FrozenTrial>> + 's {
+        self.trials
+            .iter()
+            .filter(move |t| states.contains(&t.state))
     }
 
     /// COMPLETE trials.
     pub fn completed(&self) -> impl Iterator<Item = &Arc<FrozenTrial>> + '_ {
-        self.trials.iter().filter(|t| t.state == TrialState::Complete)
+        self.trials
+            .iter()
+            .filter(|t| t.state == TrialState::Complete)
     }
 }

@@ -39,7 +39,9 @@ impl fmt::Display for TrialError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TrialError::Pruned => write!(f, "pruned"),
-            TrialError::Oom { message, config } => write!(f, "out of memory: {message} (config {config})"),
+            TrialError::Oom { message, config } => {
+                write!(f, "out of memory: {message} (config {config})")
+            }
             TrialError::Infeasible(m) => write!(f, "infeasible: {m}"),
             TrialError::Failed(m) => write!(f, "failed: {m}"),
         }

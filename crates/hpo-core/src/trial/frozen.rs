@@ -80,7 +80,10 @@ impl FrozenTrial {
 
     /// The last reported step and its value.
     pub fn last_intermediate(&self) -> Option<(u64, f64)> {
-        self.intermediate_values.iter().next_back().map(|(s, v)| (*s, *v))
+        self.intermediate_values
+            .iter()
+            .next_back()
+            .map(|(s, v)| (*s, *v))
     }
 
     /// Why the trial failed, if it is FAIL and hpo recorded a kind.
@@ -88,7 +91,10 @@ impl FrozenTrial {
         if self.state != TrialState::Fail {
             return None;
         }
-        self.system_attrs.get(FailureKind::ATTR)?.as_str().and_then(FailureKind::parse)
+        self.system_attrs
+            .get(FailureKind::ATTR)?
+            .as_str()
+            .and_then(FailureKind::parse)
     }
 
     /// The stored failure message, if any.
@@ -99,8 +105,16 @@ impl FrozenTrial {
     /// Total constraint violation (sum of positive entries of Optuna's
     /// `constraints` system attribute); `None` when no constraints were recorded.
     pub fn constraint_violation(&self) -> Option<f64> {
-        let cs = self.system_attrs.get(FailureKind::CONSTRAINTS_ATTR)?.as_array()?;
-        Some(cs.iter().filter_map(Value::as_f64).map(|c| c.max(0.0)).sum())
+        let cs = self
+            .system_attrs
+            .get(FailureKind::CONSTRAINTS_ATTR)?
+            .as_array()?;
+        Some(
+            cs.iter()
+                .filter_map(Value::as_f64)
+                .map(|c| c.max(0.0))
+                .sum(),
+        )
     }
 
     /// Parameters fixed by `Study::enqueue`, in typed form.

@@ -51,10 +51,13 @@ impl Trial {
         };
         let core = Arc::clone(&trial.core);
         let view = core.sampler_view(&trial.history, &trial.frozen);
-        trial.relative_space = core.sampler.infer_relative_search_space(&view, &trial.frozen);
+        trial.relative_space = core
+            .sampler
+            .infer_relative_search_space(&view, &trial.frozen);
         if !trial.relative_space.is_empty() {
             trial.relative_params =
-                core.sampler.sample_relative(&view, &trial.frozen, &trial.relative_space)?;
+                core.sampler
+                    .sample_relative(&view, &trial.frozen, &trial.relative_space)?;
         }
         Ok(trial)
     }
@@ -124,9 +127,13 @@ impl Trial {
         }
         let support = support.normalize(name, &dist)?;
         let internal = self.choose(name, &dist, &support)?;
-        self.core.storage.set_trial_param(self.frozen.id, name, internal, &dist)?;
+        self.core
+            .storage
+            .set_trial_param(self.frozen.id, name, internal, &dist)?;
         self.frozen.params.insert(name.to_owned(), internal);
-        self.frozen.distributions.insert(name.to_owned(), dist.clone());
+        self.frozen
+            .distributions
+            .insert(name.to_owned(), dist.clone());
         dist.to_external(internal)
     }
 
@@ -147,13 +154,19 @@ impl Trial {
                 Distribution::Categorical(_) => 0.0,
             }));
         }
-        if let (Some(x), Some(d)) = (self.relative_params.get(name), self.relative_space.get(name)) {
+        if let (Some(x), Some(d)) = (
+            self.relative_params.get(name),
+            self.relative_space.get(name),
+        ) {
             if d == dist && dist.contains(*x) && support.allows(*x) {
                 return Ok(*x);
             }
         }
         let view = self.core.sampler_view(&self.history, &self.frozen);
-        let x = self.core.sampler.sample_independent(&view, &self.frozen, name, dist, support)?;
+        let x = self
+            .core
+            .sampler
+            .sample_independent(&view, &self.frozen, name, dist, support)?;
         if !dist.contains(x) || !support.allows(x) {
             return Err(Error::InvalidOperation(format!(
                 "sampler returned {x} for `{name}`, outside {dist} / {support:?}; this is a sampler bug"
@@ -175,7 +188,13 @@ impl Trial {
     }
 
     /// Suggests a float in `low, low + step, ..., high`.
-    pub fn suggest_float_step(&mut self, name: &str, low: f64, high: f64, step: f64) -> Result<f64> {
+    pub fn suggest_float_step(
+        &mut self,
+        name: &str,
+        low: f64,
+        high: f64,
+        step: f64,
+    ) -> Result<f64> {
         let d = FloatDistribution::stepped(low, high, step)?;
         Ok(self.suggest(name, d)?.as_f64().unwrap_or(f64::NAN))
     }
@@ -200,17 +219,21 @@ impl Trial {
 
     fn suggest_i64(&mut self, name: &str, d: IntDistribution) -> Result<i64> {
         let v = self.suggest(name, d)?;
-        v.as_i64().ok_or_else(|| Error::InvalidOperation(format!("`{name}` is not an int: {v}")))
+        v.as_i64()
+            .ok_or_else(|| Error::InvalidOperation(format!("`{name}` is not an int: {v}")))
     }
 
     /// Suggests one of `choices` and returns it.
-    pub fn suggest_categorical<T: Clone + Into<Choice>>(&mut self, name: &str, choices: &[T]) -> Result<T> {
+    pub fn suggest_categorical<T: Clone + Into<Choice>>(
+        &mut self,
+        name: &str,
+        choices: &[T],
+    ) -> Result<T> {
         let d = CategoricalDistribution::new(choices.iter().cloned().map(Into::into))?;
         let v = self.suggest(name, d.clone())?;
-        let idx = v
-            .as_choice()
-            .and_then(|c| d.index_of(c))
-            .ok_or_else(|| Error::InvalidOperation(format!("`{name}` is not one of its choices")))?;
+        let idx = v.as_choice().and_then(|c| d.index_of(c)).ok_or_else(|| {
+            Error::InvalidOperation(format!("`{name}` is not one of its choices"))
+        })?;
         choices
             .get(idx)
             .cloned()
@@ -222,10 +245,16 @@ impl Trial {
     /// Reporting a step twice keeps the first value and logs a warning, as Optuna does.
     pub fn report(&mut self, step: u64, value: f64) -> Result<()> {
         if self.frozen.intermediate_values.contains_key(&step) {
-            tracing::warn!(trial = self.frozen.number, step, "step already reported; ignoring {value}");
+            tracing::warn!(
+                trial = self.frozen.number,
+                step,
+                "step already reported; ignoring {value}"
+            );
             return Ok(());
         }
-        self.core.storage.set_trial_intermediate_value(self.frozen.id, step, value)?;
+        self.core
+            .storage
+            .set_trial_intermediate_value(self.frozen.id, step, value)?;
         self.frozen.intermediate_values.insert(step, value);
         Ok(())
     }
@@ -245,7 +274,9 @@ impl Trial {
     /// Sets a user attribute (any serialisable value, stored as JSON).
     pub fn set_user_attr(&mut self, key: &str, value: impl serde::Serialize) -> Result<()> {
         let v = attr_json(key, value)?;
-        self.core.storage.set_trial_user_attr(self.frozen.id, key, &v)?;
+        self.core
+            .storage
+            .set_trial_user_attr(self.frozen.id, key, &v)?;
         self.frozen.user_attrs.insert(key.to_owned(), v);
         Ok(())
     }
@@ -253,7 +284,9 @@ impl Trial {
     /// Sets a system attribute (hpo's own bookkeeping; prefer user attributes).
     pub fn set_system_attr(&mut self, key: &str, value: impl serde::Serialize) -> Result<()> {
         let v = attr_json(key, value)?;
-        self.core.storage.set_trial_system_attr(self.frozen.id, key, &v)?;
+        self.core
+            .storage
+            .set_trial_system_attr(self.frozen.id, key, &v)?;
         self.frozen.system_attrs.insert(key.to_owned(), v);
         Ok(())
     }

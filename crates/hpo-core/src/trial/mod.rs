@@ -8,6 +8,6 @@ mod state;
 
 pub use self::error::{IntoTrialResult, TrialError};
 pub use self::frozen::FrozenTrial;
-pub use self::live::Trial;
 pub(crate) use self::live::attr_json;
+pub use self::live::Trial;
 pub use self::state::{FailureKind, TrialState};

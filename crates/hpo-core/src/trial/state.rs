@@ -32,7 +32,10 @@ impl TrialState {
 
     /// Whether the trial has ended (COMPLETE, PRUNED or FAIL); finished trials never change.
     pub fn is_finished(self) -> bool {
-        matches!(self, TrialState::Complete | TrialState::Pruned | TrialState::Fail)
+        matches!(
+            self,
+            TrialState::Complete | TrialState::Pruned | TrialState::Fail
+        )
     }
 }
 
