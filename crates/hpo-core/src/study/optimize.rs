@@ -122,7 +122,7 @@ impl Study {
         } else {
             std::thread::scope(|s| {
                 for _ in 0..jobs {
-                    s.spawn(&worker);
+                    s.spawn(worker);
                 }
             });
         }
