@@ -60,5 +60,7 @@ pub use crate::error::{Error, Result};
 pub use crate::pruner::{NopPruner, Pruner};
 pub use crate::sampler::{GridSampler, RandomSampler, Sampler};
 pub use crate::storage::{InMemoryStorage, Storage, StudySummary};
-pub use crate::study::{Direction, Optimize, Study, StudyBuilder, StudyView};
+pub use crate::study::{
+    Direction, Heartbeat, Optimize, RetryPolicy, Study, StudyBuilder, StudyView,
+};
 pub use crate::trial::{FailureKind, FrozenTrial, IntoTrialResult, Trial, TrialError, TrialState};

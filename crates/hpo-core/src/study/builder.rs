@@ -1,12 +1,13 @@
 //! Creating and resuming studies.
 
-use super::{Direction, Study, StudyCore};
+use super::{Direction, Heartbeat, RetryPolicy, Study, StudyCore};
 use crate::error::{Error, Result};
 use crate::pruner::{NopPruner, Pruner};
 use crate::sampler::{default_sampler, Sampler};
 use crate::storage::{InMemoryStorage, Storage};
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Builds a [`Study`]: `Study::builder().name("x").direction(Direction::Maximize).build()`.
 #[derive(Default)]
@@ -17,6 +18,8 @@ pub struct StudyBuilder {
     pruner: Option<Arc<dyn Pruner>>,
     directions: Option<Vec<Direction>>,
     load_if_exists: bool,
+    heartbeat: Option<Heartbeat>,
+    retry: Option<RetryPolicy>,
 }
 
 impl StudyBuilder {
@@ -75,6 +78,22 @@ impl StudyBuilder {
         self
     }
 
+    /// Records a heartbeat for each running trial every `interval`, and fails
+    /// RUNNING trials whose heartbeat is older than `grace` (see
+    /// [`crate::Study::fail_stale_trials`]). Off by default; needs a storage
+    /// with heartbeat support (SQLite) to survive a crash.
+    pub fn heartbeat(mut self, interval: Duration, grace: Duration) -> Self {
+        self.heartbeat = Some(Heartbeat { interval, grace });
+        self
+    }
+
+    /// Re-enqueues trials failed as stale, with the same parameters, up to
+    /// `policy.max_retries` times each (needs [`StudyBuilder::heartbeat`]).
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = Some(policy);
+        self
+    }
+
     /// Creates the study, or loads it when `load_if_exists` is set.
     pub fn build(self) -> Result<Study> {
         let storage = self
@@ -87,6 +106,19 @@ impl StudyBuilder {
                     "a study needs at least one direction".into(),
                 ));
             }
+        }
+        if let Some(hb) = &self.heartbeat {
+            if hb.interval.is_zero() || hb.grace <= hb.interval {
+                return Err(Error::InvalidConfig(format!(
+                    "heartbeat interval {:?} must be positive and shorter than the grace period {:?}",
+                    hb.interval, hb.grace
+                )));
+            }
+        }
+        if self.retry.is_some() && self.heartbeat.is_none() {
+            return Err(Error::InvalidConfig(
+                "a retry policy re-runs trials failed by heartbeat expiry; set `heartbeat(interval, grace)` too".into(),
+            ));
         }
         let requested = self
             .directions
@@ -122,6 +154,9 @@ impl StudyBuilder {
                 sampler: self.sampler.unwrap_or_else(default_sampler),
                 pruner: self.pruner.unwrap_or_else(|| Arc::new(NopPruner)),
                 stop: AtomicBool::new(false),
+                heartbeat: self.heartbeat,
+                retry: self.retry,
+                beats: Mutex::new(Default::default()),
             }),
         })
     }
