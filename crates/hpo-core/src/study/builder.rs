@@ -20,6 +20,7 @@ pub struct StudyBuilder {
     load_if_exists: bool,
     heartbeat: Option<Heartbeat>,
     retry: Option<RetryPolicy>,
+    storage_url: Option<String>,
 }
 
 impl StudyBuilder {
@@ -32,6 +33,14 @@ impl StudyBuilder {
     /// Where the study lives (default: a new in-memory storage).
     pub fn storage(mut self, storage: Arc<dyn Storage>) -> Self {
         self.storage = Some(storage);
+        self
+    }
+
+    /// Where the study lives, as a URL (`sqlite:study.db`, `sqlite::memory:`);
+    /// opened by [`StudyBuilder::build`] with [`crate::storage::storage_from_url`].
+    /// An explicit [`StudyBuilder::storage`] takes precedence.
+    pub fn storage_url(mut self, url: impl Into<String>) -> Self {
+        self.storage_url = Some(url.into());
         self
     }
 
@@ -96,9 +105,11 @@ impl StudyBuilder {
 
     /// Creates the study, or loads it when `load_if_exists` is set.
     pub fn build(self) -> Result<Study> {
-        let storage = self
-            .storage
-            .unwrap_or_else(|| Arc::new(InMemoryStorage::new()));
+        let storage = match (self.storage, &self.storage_url) {
+            (Some(s), _) => s,
+            (None, Some(url)) => crate::storage::storage_from_url(url)?,
+            (None, None) => Arc::new(InMemoryStorage::new()),
+        };
         let name = self.name.unwrap_or_else(fresh_name);
         if let Some(ds) = &self.directions {
             if ds.is_empty() {
@@ -163,10 +174,11 @@ impl StudyBuilder {
 
     /// Loads an existing study; its name must exist in the storage.
     pub fn load(self) -> Result<Study> {
-        let storage = self
-            .storage
-            .clone()
-            .unwrap_or_else(|| Arc::new(InMemoryStorage::new()));
+        let storage = match (self.storage.clone(), &self.storage_url) {
+            (Some(s), _) => s,
+            (None, Some(url)) => crate::storage::storage_from_url(url)?,
+            (None, None) => Arc::new(InMemoryStorage::new()),
+        };
         let name = self
             .name
             .clone()

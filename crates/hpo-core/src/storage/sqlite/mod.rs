@@ -94,6 +94,9 @@ pub struct SqliteStats {
     pub statements: u64,
     /// Transactions committed (explicit ones and autocommitted writes).
     pub commits: u64,
+    /// Operations retried because another process held the database busy
+    /// beyond the busy timeout (never surfaced as errors unless retries run out).
+    pub busy_retries: u64,
 }
 
 /// A study storage in one SQLite file (or in memory), in Optuna's schema.
@@ -151,6 +154,7 @@ struct Inner {
 struct Counters {
     statements: Cell<u64>,
     commits: Cell<u64>,
+    busy_retries: Cell<u64>,
 }
 
 impl Counters {
@@ -323,6 +327,11 @@ impl SqliteStorage {
         Ok(storage)
     }
 
+    /// The version of the SQLite library in use (bundled with hpo).
+    pub fn sqlite_version() -> String {
+        rusqlite::version().to_owned()
+    }
+
     /// The database file, `None` for an in-memory database.
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
@@ -334,6 +343,7 @@ impl SqliteStorage {
             Ok(g) => SqliteStats {
                 statements: g.counters.statements.get(),
                 commits: g.counters.commits.get(),
+                busy_retries: g.counters.busy_retries.get(),
             },
             Err(_) => SqliteStats::default(),
         }
@@ -353,6 +363,9 @@ impl SqliteStorage {
                 Err(OpError::Hpo(e)) => return Err(e),
                 Err(OpError::Sql(e)) if is_busy(&e) && attempt < BUSY_RETRIES => {
                     attempt += 1;
+                    g.counters
+                        .busy_retries
+                        .set(g.counters.busy_retries.get() + 1);
                     tracing::debug!(attempt, "SQLite database busy; retrying");
                     std::thread::sleep(Duration::from_millis(5 << attempt.min(6)));
                 }
