@@ -8,7 +8,9 @@
 
 use hpo_core::storage::SqliteStorage;
 use hpo_core::study::{FAILED_TRIAL_ATTR, RETRY_HISTORY_ATTR};
-use hpo_core::{FailureKind, RandomSampler, RetryPolicy, Storage, Study, TrialError, TrialState};
+use hpo_core::{
+    FailureKind, ParamValue, RandomSampler, RetryPolicy, Storage, Study, TrialError, TrialState,
+};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -89,8 +91,14 @@ fn worker_process() {
 fn four_processes_share_one_file_without_losing_a_trial() {
     let dir = temp_dir("four");
     let db = dir.join("study.db");
-    // Create the file and study first, so the workers all resume it.
-    study(Arc::new(SqliteStorage::open(&db).unwrap()), 0);
+    // Create the file and study first, so the workers all resume it, with 40
+    // enqueued trials the workers race to claim.
+    let setup = study(Arc::new(SqliteStorage::open(&db).unwrap()), 0);
+    for i in 0..40 {
+        setup
+            .enqueue([("x", ParamValue::from(f64::from(i) / 4.0 - 5.0))])
+            .unwrap();
+    }
     let workers: Vec<Child> = (0..4).map(|_| spawn_worker(&db, 250, None, None)).collect();
     for mut w in workers {
         let status = w.wait().unwrap();
@@ -105,6 +113,13 @@ fn four_processes_share_one_file_without_losing_a_trial() {
         assert_eq!(t.state, TrialState::Complete, "trial {i}");
         assert_eq!(t.params.len(), 2, "trial {i}");
         assert!(t.value().is_some());
+        if i < 40 {
+            let fixed = f64::from(i as u32) / 4.0 - 5.0;
+            assert_eq!(
+                t.params["x"], fixed,
+                "enqueued trial {i} ran once, with its params"
+            );
+        }
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,5 +1,11 @@
 //! Durable study state.
 //!
+//! Two implementations: [`InMemoryStorage`] (one process, gone at exit) and
+//! [`SqliteStorage`] (one file in Optuna 5.0's schema, several processes,
+//! heartbeats). [`storage_from_url`] opens either from a URL
+//! (`sqlite:study.db`); later storages plug in there. Every storage passes the
+//! same conformance suite (`storage::conformance`, feature `testing`).
+//!
 //! # The contract
 //!
 //! * **Thread and process safety.** Every method may be called from several

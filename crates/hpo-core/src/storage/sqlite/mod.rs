@@ -1,38 +1,6 @@
 //! The embedded default storage: one SQLite file in Optuna's schema.
 //!
-//! # Design
-//!
-//! * **Optuna's schema and conventions.** Tables, columns, indexes and value
-//!   encodings are Optuna 5.0's ([`schema`], [`codec`]), so `optuna.load_study`
-//!   and `optuna-dashboard` read hpo studies and hpo resumes Optuna's.
-//! * **Safe for several processes.** The file is in WAL mode (readers never
-//!   block the writer), every connection waits on a busy timeout and retries a
-//!   busy database, single-row changes are single autocommit statements, and
-//!   every multi-row change is one short `BEGIN IMMEDIATE` transaction, so the
-//!   write lock is taken up front and held for microseconds. A trial number is
-//!   computed inside the statement that inserts the trial (`COUNT(*)` of the
-//!   study's trials, under the write lock), so numbers are unique and
-//!   contiguous whatever the number of processes; a WAITING trial is claimed by
-//!   one `UPDATE ... WHERE state = 'WAITING' RETURNING`, so exactly one worker
-//!   gets it.
-//! * **Few statements per trial.** A typical trial (create, two parameters,
-//!   finish, two reads) costs about ten statements and four commits, against
-//!   Optuna's 35 statements and 7 commits; [`SqliteStorage::stats`] counts them.
-//! * **Incremental reads.** Finished trials never change, so each storage keeps
-//!   them in a per-study cache and [`Storage::trials`] reads only the trial
-//!   rows from the oldest unfinished trial on, and the details of the trials it
-//!   does not already hold. RUNNING trials owned by this storage are kept
-//!   write-through in memory (only their owner writes them), so they are not
-//!   re-read either.
-//! * **Durability.** `synchronous = NORMAL` in WAL mode: a committed
-//!   transaction survives a crash of the process (it is in the WAL, which the
-//!   OS writes out); after a power loss or OS crash the database is intact but
-//!   the last transactions before the loss may be rolled back.
-//!   [`SqliteOptions::synchronous_full`] makes every commit durable on power
-//!   loss too (an fsync per commit).
-//! * **Files hpo may write.** A file is checked before anything is written: it
-//!   must be new or empty, or an Optuna study database of schema version 12,
-//!   and writable. Anything else is an [`Error::UnusableStorageFile`].
+//! The design is documented on [`SqliteStorage`].
 
 mod codec;
 mod schema;
@@ -97,11 +65,48 @@ pub struct SqliteStats {
     /// Operations retried because another process held the database busy
     /// beyond the busy timeout (never surfaced as errors unless retries run out).
     pub busy_retries: u64,
+    /// Trial records whose details (params, values, attributes) were read from
+    /// the database; finished trials are read at most once per storage.
+    pub trials_loaded: u64,
 }
 
 /// A study storage in one SQLite file (or in memory), in Optuna's schema.
 ///
-/// See the [module docs](self) for the design. Open it with
+/// # Design
+///
+/// * **Optuna's schema and conventions.** Tables, columns, indexes and value
+///   encodings are Optuna 5.0's (modules `schema` and `codec`), so `optuna.load_study`
+///   and `optuna-dashboard` read hpo studies and hpo resumes Optuna's.
+/// * **Safe for several processes.** The file is in WAL mode (readers never
+///   block the writer), every connection waits on a busy timeout and retries a
+///   busy database, single-row changes are single autocommit statements, and
+///   every multi-row change is one short `BEGIN IMMEDIATE` transaction, so the
+///   write lock is taken up front and held for microseconds. A trial number is
+///   computed inside the statement that inserts the trial (`COUNT(*)` of the
+///   study's trials, under the write lock), so numbers are unique and
+///   contiguous whatever the number of processes; a WAITING trial is claimed by
+///   one `UPDATE ... WHERE state = 'WAITING' RETURNING`, so exactly one worker
+///   gets it.
+/// * **Few statements per trial.** A typical trial (create, two parameters,
+///   finish, two reads) costs about ten statements and four commits, against
+///   Optuna's 35 statements and 7 commits; [`SqliteStorage::stats`] counts them.
+/// * **Incremental reads.** Finished trials never change, so each storage keeps
+///   them in a per-study cache and [`Storage::trials`] reads only the trial
+///   rows from the oldest unfinished trial on, and the details of the trials it
+///   does not already hold. RUNNING trials owned by this storage are kept
+///   write-through in memory (only their owner writes them), so they are not
+///   re-read either.
+/// * **Durability.** `synchronous = NORMAL` in WAL mode: a committed
+///   transaction survives a crash of the process (it is in the WAL, which the
+///   OS writes out); after a power loss or OS crash the database is intact but
+///   the last transactions before the loss may be rolled back.
+///   [`SqliteOptions::synchronous_full`] makes every commit durable on power
+///   loss too (an fsync per commit).
+/// * **Files hpo may write.** A file is checked before anything is written: it
+///   must be new or empty, or an Optuna study database of schema version 12,
+///   and writable. Anything else is an [`Error::UnusableStorageFile`].
+///
+/// Open it with
 /// [`SqliteStorage::open`], [`SqliteStorage::in_memory`] or
 /// [`crate::storage::storage_from_url`] (`sqlite:study.db`).
 ///
@@ -155,6 +160,7 @@ struct Counters {
     statements: Cell<u64>,
     commits: Cell<u64>,
     busy_retries: Cell<u64>,
+    trials_loaded: Cell<u64>,
 }
 
 impl Counters {
@@ -250,8 +256,7 @@ impl SqliteStorage {
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_URI;
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(&path, flags)
             .map_err(|e| unusable(format!("cannot be opened: {e}")))?;
         Self::setup(conn, Some(path), &options)
@@ -344,6 +349,7 @@ impl SqliteStorage {
                 statements: g.counters.statements.get(),
                 commits: g.counters.commits.get(),
                 busy_retries: g.counters.busy_retries.get(),
+                trials_loaded: g.counters.trials_loaded.get(),
             },
             Err(_) => SqliteStats::default(),
         }
@@ -444,6 +450,8 @@ impl Inner {
             order.push(r.id);
             trials.insert(r.id, t);
         }
+        let loaded = &self.counters.trials_loaded;
+        loaded.set(loaded.get() + order.len() as u64);
         let ids = order
             .iter()
             .map(i64::to_string)
