@@ -49,12 +49,14 @@ fn spawn_worker(db: &Path, trials: usize, hang_at: Option<u64>, marker: Option<&
     cmd.spawn().unwrap()
 }
 
-fn study(storage: Arc<dyn Storage>, seed: u64) -> Study {
+/// The study; `grace` is short only where a crash is simulated, so that a
+/// worker stalled by a loaded machine is never mistaken for a dead one.
+fn study(storage: Arc<dyn Storage>, seed: u64, grace: Duration) -> Study {
     Study::builder()
         .name(STUDY)
         .storage(storage)
         .sampler(RandomSampler::seeded(seed))
-        .heartbeat(BEAT, GRACE)
+        .heartbeat(BEAT, grace)
         .retry(RetryPolicy { max_retries: 2 })
         .load_if_exists(true)
         .build()
@@ -73,7 +75,12 @@ fn worker_process() {
         .map(|s| s.parse().unwrap());
     let marker = std::env::var("HPO_WORKER_MARKER").ok();
     let storage: Arc<dyn Storage> = Arc::new(SqliteStorage::open(&db).unwrap());
-    let study = study(storage, u64::from(std::process::id()));
+    let grace = if hang_at.is_some() {
+        GRACE
+    } else {
+        Duration::from_secs(60)
+    };
+    let study = study(storage, u64::from(std::process::id()), grace);
     study
         .optimize(trials, |t| -> Result<f64, TrialError> {
             let x = t.suggest_float("x", -10.0, 10.0)?;
@@ -93,7 +100,7 @@ fn four_processes_share_one_file_without_losing_a_trial() {
     let db = dir.join("study.db");
     // Create the file and study first, so the workers all resume it, with 40
     // enqueued trials the workers race to claim.
-    let setup = study(Arc::new(SqliteStorage::open(&db).unwrap()), 0);
+    let setup = study(Arc::new(SqliteStorage::open(&db).unwrap()), 0, GRACE);
     for i in 0..40 {
         setup
             .enqueue([("x", ParamValue::from(f64::from(i) / 4.0 - 5.0))])
@@ -160,7 +167,7 @@ fn a_killed_workers_trial_is_reclaimed_and_retried() {
         std::thread::sleep(BEAT);
     }
 
-    let resumed = study(Arc::clone(&storage), 7);
+    let resumed = study(Arc::clone(&storage), 7, GRACE);
     resumed
         .optimize(3, |t| -> Result<f64, TrialError> {
             let x = t.suggest_float("x", -10.0, 10.0)?;
