@@ -185,6 +185,7 @@ fn main() -> Result<()> {
         );
         rows.push(row);
     }
+    let reads = read_costs(&dir, 5000)?;
     std::fs::remove_dir_all(&dir)?;
 
     let json_rows: Vec<Value> = rows
@@ -212,6 +213,7 @@ fn main() -> Result<()> {
         "optuna_5_0_reference": {"trials_per_s_1_process": 13.4, "trials_per_s_2_processes": 12.3,
                                   "statements_per_trial": 35, "commits_per_trial": 7},
         "rows": json_rows,
+        "reads": reads,
     });
     let mut md = String::from(
         "| processes | synchronous | trials/s | statements/trial | commits/trial | busy retries | errors |\n\
@@ -233,6 +235,15 @@ fn main() -> Result<()> {
         "| 1 | Optuna 5.0 (rollback journal, FULL) | 13.4 | 35 | 7 | | |\n\
          | 2 | Optuna 5.0 (rollback journal, FULL) | 12.3 | 35 | 7 | | |\n",
     );
+    md.push_str(&format!(
+        "\nReading a study of {} finished trials from a second handle: first read {:.1} ms \
+         ({} trials loaded); after one more trial, the next read {:.3} ms ({} trial loaded).\n",
+        reads["trials"],
+        reads["first_read_ms"].as_f64().unwrap_or(f64::NAN),
+        reads["first_read_loaded"],
+        reads["next_read_ms"].as_f64().unwrap_or(f64::NAN),
+        reads["next_read_loaded"],
+    ));
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/results");
     std::fs::create_dir_all(&out)?;
     std::fs::write(
@@ -242,6 +253,51 @@ fn main() -> Result<()> {
     std::fs::write(out.join("storage.md"), &md)?;
     print!("{md}");
     Ok(())
+}
+
+/// The cost of `trials()` on a large study: the first read by a second
+/// handle loads everything once; the next reads only what changed.
+fn read_costs(dir: &Path, n: usize) -> Result<Value> {
+    use hpo::{Distribution, FloatDistribution, FrozenTrial, IntDistribution, Storage, TrialState};
+    let db = dir.join("reads.db");
+    let writer = open(&db, false)?;
+    let id = writer.create_study("reads", &[Direction::Minimize])?;
+    let mut tpl = FrozenTrial::new(0, 0, TrialState::Complete);
+    tpl.distributions.insert(
+        "x".into(),
+        Distribution::Float(FloatDistribution::new(-10.0, 10.0)?),
+    );
+    tpl.distributions
+        .insert("k".into(), Distribution::Int(IntDistribution::new(1, 4)?));
+    for i in 0..n {
+        tpl.params.insert("x".into(), (i % 20) as f64 - 10.0);
+        tpl.params.insert("k".into(), (i % 4 + 1) as f64);
+        tpl.values = Some(vec![i as f64]);
+        writer.create_trial(id, Some(&tpl))?;
+    }
+    let reader = open(&db, false)?;
+    let t0 = std::time::Instant::now();
+    let first = reader.trials(id)?.len();
+    let first_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let loaded_first = reader.stats().trials_loaded;
+    let t = writer.create_trial(id, None)?;
+    writer.finish_trial(t.id, TrialState::Complete, Some(&[0.0]), &[])?;
+    let t1 = std::time::Instant::now();
+    let next = reader.trials(id)?.len();
+    let next_ms = t1.elapsed().as_secs_f64() * 1e3;
+    if first != n || next != n + 1 {
+        bail!(
+            "read {first} then {next} trials, expected {n} then {}",
+            n + 1
+        );
+    }
+    Ok(json!({
+        "trials": n,
+        "first_read_ms": (first_ms * 10.0).round() / 10.0,
+        "first_read_loaded": loaded_first,
+        "next_read_ms": (next_ms * 1000.0).round() / 1000.0,
+        "next_read_loaded": reader.stats().trials_loaded - loaded_first,
+    }))
 }
 
 fn rusqlite_version() -> String {
