@@ -52,6 +52,7 @@ pub mod distribution;
 mod error;
 pub mod pruner;
 pub mod sampler;
+pub mod space;
 pub mod storage;
 pub mod study;
 pub mod trial;
@@ -61,8 +62,13 @@ pub use crate::distribution::{
     Support,
 };
 pub use crate::error::{Error, Result};
-pub use crate::pruner::{NopPruner, Pruner};
+pub use crate::pruner::{
+    Decision, HyperbandConfig, HyperbandPruner, MedianConfig, MedianPruner, NopPruner,
+    PatientConfig, PatientPruner, PercentileConfig, PercentilePruner, Pruner, PrunerConfig,
+    Resource, SuccessiveHalvingConfig, SuccessiveHalvingPruner, ThresholdConfig, ThresholdPruner,
+};
 pub use crate::sampler::{GridSampler, RandomSampler, Sampler};
+pub use crate::space::{ChoiceEnum, ParamDescription, ParamKind, SearchSpace, SpaceDescription};
 pub use crate::storage::{InMemoryStorage, SqliteStorage, Storage, StudySummary};
 pub use crate::study::{
     Direction, Heartbeat, Optimize, RetryPolicy, Study, StudyBuilder, StudyView,

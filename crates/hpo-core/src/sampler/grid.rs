@@ -91,11 +91,19 @@ impl GridSampler {
             return Ok(*p);
         }
         let mut visits = vec![0usize; self.grid.len()];
+        let mut counted = std::collections::HashSet::new();
         for t in study.trials().iter().filter(|t| t.id != trial.id) {
             if let Some(p) = self.point_of(t) {
                 visits[p] += 1;
-            } else if let Some(p) = assigned.get(&t.id) {
-                visits[p.to_owned()] += 1;
+                counted.insert(t.id);
+            }
+        }
+        // Points handed out in this process whose trials had not written them
+        // in this snapshot (or started after it). Entries are kept for the
+        // sampler's lifetime: a snapshot can be older than a trial's end.
+        for (tid, p) in assigned.iter() {
+            if *tid != trial.id && !counted.contains(tid) {
+                visits[*p] += 1;
             }
         }
         let least = visits.iter().copied().min().unwrap_or(0);
@@ -142,14 +150,5 @@ impl Sampler for GridSampler {
             });
         }
         Ok(x)
-    }
-
-    fn after_trial(&self, _study: &StudyView<'_>, trial: &FrozenTrial) {
-        if let Ok(mut a) = self.assigned.lock() {
-            // Finished trials are recognised from their params from now on.
-            if self.point_of(trial).is_some() {
-                a.remove(&trial.id);
-            }
-        }
     }
 }
