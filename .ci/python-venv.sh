@@ -8,7 +8,7 @@ set -euo pipefail
 OPTUNA_VERSION="5.0.0"
 VENV="${HPO_VENV:-$HOME/.cache/hpo-venv}"
 if ! "$VENV/bin/python" -c "import optuna, sys; sys.exit(optuna.__version__ != '$OPTUNA_VERSION')" 2>/dev/null; then
-    python3 -m venv "$VENV"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "optuna==$OPTUNA_VERSION"
+    python3 -m venv "$VENV" >&2
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "optuna==$OPTUNA_VERSION" >&2
 fi
 echo "$VENV/bin/python"
