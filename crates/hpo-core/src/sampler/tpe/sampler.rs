@@ -119,7 +119,6 @@ impl TpeSampler {
             .collect();
         let n_below = cfg.gamma(members.len(), study.directions().len());
         let (below, above) = obs.split(members, n_below, study.directions().len());
-
         let (below_x, below_order) = gather(&columns, obs.n_numbers(), &below, &[]);
         let liars = if cfg.constant_liar {
             running(study, trial, space)
@@ -143,7 +142,6 @@ impl TpeSampler {
             cfg,
             Some(&above_order),
         );
-
         let ranges: Vec<SampleRange> = space
             .iter()
             .map(|(_, d, s)| SampleRange::of(d, s))
