@@ -23,7 +23,7 @@
 //! selection); pruned trials are bad there.
 
 use super::group::{Intersection, SearchSpaceGroup};
-use super::parzen::transform;
+use super::parzen::{clipped_log_norm, transform};
 use crate::distribution::Distribution;
 use crate::study::{Direction, StudyView};
 use crate::trial::{FrozenTrial, TrialState};
@@ -91,6 +91,8 @@ struct Column {
     values: Vec<f64>,
     /// `(value, number)` sorted by value, so bandwidths need no sort per suggestion.
     sorted: Vec<(f64, u32)>,
+    /// Log normaliser of each value's kernel at the clip bandwidth, by number.
+    log_norms: Vec<f64>,
 }
 
 /// Everything TPE remembers about one study's finished trials.
@@ -198,6 +200,7 @@ impl StudyObservations {
                         dist: dist.clone(),
                         values: Vec::new(),
                         sorted: Vec::new(),
+                        log_norms: Vec::new(),
                     });
                     let last = cols.len() - 1;
                     &mut cols[last]
@@ -208,6 +211,10 @@ impl StudyObservations {
             }
             let y = transform(dist, *x);
             col.values[num] = y;
+            if col.log_norms.len() <= num {
+                col.log_norms.resize(num + 1, f64::NAN);
+            }
+            col.log_norms[num] = clipped_log_norm(dist, y);
             let key = (y, num as u32);
             let at = col
                 .sorted
@@ -224,6 +231,14 @@ impl StudyObservations {
             .get(name)
             .and_then(|cs| cs.iter().find(|c| &c.dist == dist))
             .map_or(&[], |c| &c.values[..])
+    }
+
+    /// Clip-bandwidth log normalisers of `name` under `dist`, by number.
+    pub(crate) fn log_norms(&self, name: &str, dist: &Distribution) -> &[f64] {
+        self.columns
+            .get(name)
+            .and_then(|cs| cs.iter().find(|c| &c.dist == dist))
+            .map_or(&[], |c| &c.log_norms[..])
     }
 
     /// `(value, number)` of `name` under `dist`, sorted by value.

@@ -85,6 +85,33 @@ impl Dim {
     }
 }
 
+/// The range kernels are truncated to: stepped dimensions reach half a step
+/// beyond their ends.
+fn adapted(low: f64, high: f64, step: Option<f64>) -> (f64, f64) {
+    let s0 = step.unwrap_or(0.0);
+    (low - s0 / 2.0, high + s0 / 2.0)
+}
+
+/// The magic clip's smallest bandwidth once there are 99 or more observations.
+fn clip_sigma(lo: f64, hi: f64) -> f64 {
+    (hi - lo) / 100.0
+}
+
+/// Log normaliser of a kernel at `y` (modelled units) with the clip
+/// bandwidth: nearly every kernel of a long history has that bandwidth, so
+/// the observation store computes this once per observation (`NaN` for
+/// categoricals).
+pub(crate) fn clipped_log_norm(dist: &Distribution, y: f64) -> f64 {
+    match Dim::of(dist) {
+        Dim::Numeric { low, high, step } => {
+            let (lo, hi) = adapted(low, high, step);
+            let sigma = clip_sigma(lo, hi);
+            log_gauss_mass((lo - y) / sigma, (hi - y) / sigma)
+        }
+        Dim::Categorical { .. } => f64::NAN,
+    }
+}
+
 /// An internal value of `dist` in modelled units.
 pub(crate) fn transform(dist: &Distribution, x: f64) -> f64 {
     match dist {
@@ -231,17 +258,20 @@ impl ParzenEstimator {
         dims: &[Dim],
         cfg: &TpeConfig,
     ) -> Self {
-        Self::with_order(obs.to_vec(), obs_weights, dims, cfg, None)
+        Self::with_order(obs.to_vec(), obs_weights, dims, cfg, None, None)
     }
 
     /// As [`ParzenEstimator::new`], with each dimension's observation indices
     /// already sorted by value (`order[d]`), which saves a sort per dimension.
+    /// `log_norms[d][k]`, when given, is observation `k`'s log normaliser
+    /// in dimension `d` at the clip bandwidth (`NaN` where unknown).
     pub(crate) fn with_order(
         obs: Vec<Vec<f64>>,
         obs_weights: &[f64],
         dims: &[Dim],
         cfg: &TpeConfig,
         order: Option<&[Vec<u32>]>,
+        log_norms: Option<&[Vec<f64>]>,
     ) -> Self {
         let n = obs_weights.len();
         let mut weights: Vec<f64> = Vec::with_capacity(n + 1);
@@ -261,9 +291,13 @@ impl ParzenEstimator {
             .map(|(d, (dim, xs))| match *dim {
                 Dim::Numeric { low, high, step } => {
                     let ord = order.and_then(|o| o.get(d)).filter(|o| o.len() == xs.len());
+                    let norms = log_norms
+                        .and_then(|o| o.get(d))
+                        .filter(|o| o.len() == xs.len());
                     let k = numeric(
                         xs,
                         ord,
+                        norms,
                         low,
                         high,
                         step,
@@ -389,7 +423,17 @@ impl ParzenEstimator {
                 // The prior first: it is never far, so it sets a useful bar at once.
                 let prior = nk - 1;
                 let mut best = f64::NEG_INFINITY;
-                if let Some(a) = self.finish(prior, partial[prior], best, head, &xc, &cont, xs, i, &mut caches) {
+                if let Some(a) = self.finish(
+                    prior,
+                    partial[prior],
+                    best,
+                    head,
+                    &xc,
+                    &cont,
+                    xs,
+                    i,
+                    &mut caches,
+                ) {
                     vals.push(a);
                     best = a;
                 }
@@ -473,6 +517,7 @@ fn term(ks: &Kernels, k: usize, x: f64, cache: &mut [f64]) -> f64 {
 fn numeric(
     mut xs: Vec<f64>,
     order: Option<&Vec<u32>>,
+    log_norms: Option<&Vec<f64>>,
     low: f64,
     high: f64,
     step: Option<f64>,
@@ -481,9 +526,7 @@ fn numeric(
     consts: &mut [f64],
     scale: &mut [f64],
 ) -> Kernels {
-    let s0 = step.unwrap_or(0.0);
-    // The adapted range: stepped dimensions reach half a step beyond the ends.
-    let (lo, hi) = (low - s0 / 2.0, high + s0 / 2.0);
+    let (lo, hi) = adapted(low, high, step);
     let width = hi - lo;
     let n = xs.len();
     let mut sigmas: Vec<f64> = Vec::with_capacity(n + 1);
@@ -518,11 +561,21 @@ fn numeric(
     mus.push(0.5 * (lo + hi));
     sigmas.push(width.max(EPS));
     let continuous = step.is_none();
-    for ((c, sc), (mu, sigma)) in consts.iter_mut().zip(scale.iter_mut()).zip(mus.iter().zip(&sigmas)) {
+    let clip = clip_sigma(lo, hi);
+    for (k, ((c, sc), (mu, sigma))) in consts
+        .iter_mut()
+        .zip(scale.iter_mut())
+        .zip(mus.iter().zip(&sigmas))
+        .enumerate()
+    {
         // Kernels well inside the range have all their mass: skip the erfc.
         let reach = FULL_MASS_Z * sigma;
         if mu - lo < reach || hi - mu < reach {
-            *c -= log_gauss_mass((lo - mu) / sigma, (hi - mu) / sigma);
+            let known = log_norms
+                .and_then(|l| l.get(k))
+                .copied()
+                .filter(|l| *sigma == clip && !l.is_nan());
+            *c -= known.unwrap_or_else(|| log_gauss_mass((lo - mu) / sigma, (hi - mu) / sigma));
         }
         if continuous {
             *c -= LN_SQRT_2PI;
@@ -783,6 +836,47 @@ mod tests {
                     .map(|l| l.exp())
                     .sum();
                 assert!((total - 1.0).abs() < 1e-9, "{d} mv={mv}: {total}");
+            }
+        }
+    }
+
+    #[test]
+    fn stored_log_normalisers_match_computed_ones() {
+        // 150 observations: most kernels sit at the clip bandwidth, where the
+        // observation store's normalisers are used.
+        for d in [
+            Distribution::from(FloatDistribution::new(-2.0, 3.0).unwrap()),
+            IntDistribution::stepped(0, 300, 3).unwrap().into(),
+        ] {
+            let xs: Vec<f64> = (0..150)
+                .map(|i| {
+                    let u = (i as f64 * 0.618).fract();
+                    match &d {
+                        Distribution::Int(_) => d.snap(300.0 * u),
+                        _ => -2.0 + 5.0 * u,
+                    }
+                })
+                .collect();
+            let norms: Vec<f64> = xs.iter().map(|x| clipped_log_norm(&d, *x)).collect();
+            let dims = [Dim::of(&d)];
+            let w = vec![1.0; xs.len()];
+            let plain =
+                ParzenEstimator::with_order(vec![xs.clone()], &w, &dims, &cfg(false), None, None);
+            let cached = ParzenEstimator::with_order(
+                vec![xs.clone()],
+                &w,
+                &dims,
+                &cfg(false),
+                None,
+                Some(&[norms]),
+            );
+            let probe: Vec<f64> = xs.iter().take(40).copied().collect();
+            for (a, b) in plain
+                .log_pdf(&[probe.clone()])
+                .iter()
+                .zip(cached.log_pdf(&[probe]))
+            {
+                assert!((a - b).abs() < 1e-12, "{d}: {a} vs {b}");
             }
         }
     }

@@ -115,17 +115,17 @@ impl TpeSampler {
         let dims: Vec<Dim> = space.iter().map(|(_, d, _)| Dim::of(d)).collect();
         let columns: Vec<ColumnRef<'_>> = space
             .iter()
-            .map(|(n, d, _)| (obs.column(n, d), obs.sorted(n, d)))
+            .map(|(n, d, _)| (obs.column(n, d), obs.sorted(n, d), obs.log_norms(n, d)))
             .collect();
         let n_below = cfg.gamma(members.len(), study.directions().len());
         let (below, above) = obs.split(members, n_below, study.directions().len());
-        let (below_x, below_order) = gather(&columns, obs.n_numbers(), &below, &[]);
+        let (below_x, below_order, below_norms) = gather(&columns, obs.n_numbers(), &below, &[]);
         let liars = if cfg.constant_liar {
             running(study, trial, space)
         } else {
             Vec::new()
         };
-        let (above_x, above_order) = gather(&columns, obs.n_numbers(), &above, &liars);
+        let (above_x, above_order, above_norms) = gather(&columns, obs.n_numbers(), &above, &liars);
         let nb = below_x.first().map_or(0, Vec::len);
         let na = above_x.first().map_or(0, Vec::len);
         let pe_below = ParzenEstimator::with_order(
@@ -134,6 +134,7 @@ impl TpeSampler {
             &dims,
             cfg,
             Some(&below_order),
+            Some(&below_norms),
         );
         let pe_above = ParzenEstimator::with_order(
             above_x,
@@ -141,6 +142,7 @@ impl TpeSampler {
             &dims,
             cfg,
             Some(&above_order),
+            Some(&above_norms),
         );
         let ranges: Vec<SampleRange> = space
             .iter()
@@ -166,8 +168,12 @@ impl TpeSampler {
     }
 }
 
-/// One dimension's stored observations: values by trial number, and `(value, number)` sorted.
-type ColumnRef<'a> = (&'a [f64], &'a [(f64, u32)]);
+/// One dimension's stored observations: values by trial number,
+/// `(value, number)` sorted, and clip-bandwidth log normalisers by number.
+type ColumnRef<'a> = (&'a [f64], &'a [(f64, u32)], &'a [f64]);
+
+/// A gathered set of observations: values, per-dimension order, log normalisers.
+type Gathered = (Vec<Vec<f64>>, Vec<Vec<u32>>, Vec<Vec<f64>>);
 
 /// Observations (modelled units, `out[d][k]`) of the trials `numbers` that
 /// have every column, in number order, followed by the `extra` rows (the
@@ -178,16 +184,23 @@ fn gather(
     n_numbers: usize,
     numbers: &[u32],
     extra: &[(u64, Vec<f64>)],
-) -> (Vec<Vec<f64>>, Vec<Vec<u32>>) {
-    let mut out: Vec<Vec<f64>> =
-        vec![Vec::with_capacity(numbers.len() + extra.len()); columns.len()];
-    let value = |c: &[f64], n: u32| c.get(n as usize).copied().unwrap_or(f64::NAN);
+) -> Gathered {
+    // One spare slot per dimension for the prior kernel the estimator appends.
+    let cap = numbers.len() + extra.len() + 1;
+    let mut out: Vec<Vec<f64>> = (0..columns.len())
+        .map(|_| Vec::with_capacity(cap))
+        .collect();
+    let mut norms: Vec<Vec<f64>> = (0..columns.len())
+        .map(|_| Vec::with_capacity(cap))
+        .collect();
+    let at = |c: &[f64], n: u32| c.get(n as usize).copied().unwrap_or(f64::NAN);
     let mut kernel_of = vec![u32::MAX; n_numbers];
     let mut k = 0u32;
     for n in numbers {
-        if columns.iter().all(|(c, _)| !value(c, *n).is_nan()) {
-            for (o, (c, _)) in out.iter_mut().zip(columns) {
-                o.push(value(c, *n));
+        if columns.iter().all(|(c, _, _)| !at(c, *n).is_nan()) {
+            for ((o, l), (c, _, ln)) in out.iter_mut().zip(norms.iter_mut()).zip(columns) {
+                o.push(at(c, *n));
+                l.push(at(ln, *n));
             }
             if let Some(slot) = kernel_of.get_mut(*n as usize) {
                 *slot = k;
@@ -196,23 +209,31 @@ fn gather(
         }
     }
     for (_, row) in extra {
-        for (o, v) in out.iter_mut().zip(row) {
+        for ((o, l), v) in out.iter_mut().zip(norms.iter_mut()).zip(row) {
             o.push(*v);
+            l.push(f64::NAN);
         }
     }
     let orders = columns
         .iter()
         .zip(&out)
-        .map(|((_, sorted), xs)| {
-            let mut order: Vec<u32> = sorted
-                .iter()
-                .filter_map(|(_, n)| {
-                    kernel_of
-                        .get(*n as usize)
-                        .copied()
-                        .filter(|k| *k != u32::MAX)
-                })
-                .collect();
+        .map(|((_, sorted, _), xs)| {
+            let mut order: Vec<u32> = if (k as usize) * 16 < sorted.len() {
+                // A few trials (the good group): sorting them beats a pass over all.
+                let mut o: Vec<u32> = (0..k).collect();
+                o.sort_by(|a, b| xs[*a as usize].total_cmp(&xs[*b as usize]));
+                o
+            } else {
+                sorted
+                    .iter()
+                    .filter_map(|(_, n)| {
+                        kernel_of
+                            .get(*n as usize)
+                            .copied()
+                            .filter(|k| *k != u32::MAX)
+                    })
+                    .collect()
+            };
             for e in k..(k + extra.len() as u32) {
                 let v = xs[e as usize];
                 let at = order.partition_point(|j| xs[*j as usize] <= v);
@@ -221,7 +242,7 @@ fn gather(
             order
         })
         .collect();
-    (out, orders)
+    (out, orders, norms)
 }
 
 /// Other RUNNING trials that already have every parameter of `space` (the
@@ -386,8 +407,8 @@ mod tests {
         let b = [1.0, 2.0, 3.0, f64::NAN];
         let sa = [(0.1, 0), (0.3, 2), (0.4, 3)];
         let sb = [(1.0, 0), (2.0, 1), (3.0, 2)];
-        let (out, order) = gather(
-            &[(&a, &sa), (&b, &sb)],
+        let (out, order, _) = gather(
+            &[(&a, &sa, &[]), (&b, &sb, &[])],
             4,
             &[0, 1, 2, 3],
             &[(5, vec![0.2, 9.5]), (7, vec![0.0, 0.5])],
@@ -398,9 +419,10 @@ mod tests {
         );
         assert_eq!(order, vec![vec![3, 0, 2, 1], vec![3, 0, 1, 2]]);
         // Only the requested trials.
-        let (out, order) = gather(&[(&a, &sa)], 4, &[2, 3], &[]);
+        let (out, order, norms) = gather(&[(&a, &sa, &[0.5, 0.6, 0.7, 0.8])], 4, &[2, 3], &[]);
         assert_eq!(out, vec![vec![0.3, 0.4]]);
         assert_eq!(order, vec![vec![0, 1]]);
+        assert_eq!(norms, vec![vec![0.7, 0.8]]);
     }
 
     #[test]
