@@ -25,6 +25,7 @@ use crate::distribution::{Distribution, Support};
 use crate::sampler::bounds;
 use rand::Rng;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// Smallest bandwidth without the magic clip (Optuna's `EPS`).
 const EPS: f64 = 1e-12;
@@ -587,7 +588,8 @@ fn numeric(
     let (pairs, pair_of) = if continuous {
         (Vec::new(), Vec::new())
     } else {
-        let mut index: HashMap<(u64, u64), u32> = HashMap::with_capacity(mus.len());
+        let mut index: HashMap<(u64, u64), u32, BuildHasherDefault<PairHasher>> =
+            HashMap::with_capacity_and_hasher(mus.len(), BuildHasherDefault::default());
         let mut pairs = Vec::new();
         let pair_of = mus
             .iter()
@@ -611,6 +613,24 @@ fn numeric(
         step,
         pairs,
         pair_of,
+    }
+}
+
+/// A fast hasher for `(mu, sigma)` bit patterns (not DoS-resistant; keys are our own numbers).
+#[derive(Default)]
+struct PairHasher(u64);
+
+impl Hasher for PairHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
     }
 }
 
@@ -872,7 +892,7 @@ mod tests {
             );
             let probe: Vec<f64> = xs.iter().take(40).copied().collect();
             for (a, b) in plain
-                .log_pdf(&[probe.clone()])
+                .log_pdf(std::slice::from_ref(&probe))
                 .iter()
                 .zip(cached.log_pdf(&[probe]))
             {
