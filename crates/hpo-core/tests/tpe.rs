@@ -133,3 +133,26 @@ fn one_sampler_serves_several_studies() {
         );
     }
 }
+
+#[test]
+fn multi_objective_studies_sample_and_improve() {
+    let s = Study::builder()
+        .directions([Direction::Minimize, Direction::Minimize])
+        .sampler(TpeSampler::seeded(2))
+        .build()
+        .unwrap();
+    s.optimize(40, |t| -> Result<[f64; 2], TrialError> {
+        let x = t.suggest_float("x", 0.0, 1.0)?;
+        let y = t.suggest_float("y", 0.0, 1.0)?;
+        Ok([x + y, (1.0 - x) + y])
+    })
+    .unwrap();
+    let trials = s.trials().unwrap();
+    assert!(trials.iter().all(|t| t.state == TrialState::Complete));
+    // The Pareto front needs y near 0: TPE's later half should get closer than its random start.
+    let y = |t: &Arc<hpo_core::FrozenTrial>| t.params["y"];
+    let early: f64 = trials[..10].iter().map(y).sum::<f64>() / 10.0;
+    let late: f64 = trials[30..].iter().map(y).sum::<f64>() / 10.0;
+    assert!(late < early, "mean y early {early}, late {late}");
+    assert!(!s.best_trials().unwrap().is_empty());
+}
