@@ -91,6 +91,8 @@ struct Column {
     values: Vec<f64>,
     /// `(value, number)` sorted by value, so bandwidths need no sort per suggestion.
     sorted: Vec<(f64, u32)>,
+    /// How much of `sorted` is in order (new entries are appended, then settled).
+    sorted_len: usize,
     /// Log normaliser of each value's kernel at the clip bandwidth, by number.
     log_norms: Vec<f64>,
 }
@@ -104,6 +106,8 @@ pub(crate) struct StudyObservations {
     n_seen: usize,
     /// Numbers of all observations, ascending.
     members: Vec<u32>,
+    /// How much of `members` is in order.
+    members_sorted: usize,
     /// Every trial numbered below this was finished when last read.
     settled: u64,
     columns: HashMap<String, Vec<Column>>,
@@ -160,6 +164,7 @@ impl StudyObservations {
         if dense {
             self.settled = settled.unwrap_or(trials.len() as u64);
         }
+        self.settle_order();
         if in_view == self.n_seen {
             // The view holds every trial seen: no need to filter.
             return self.members.clone();
@@ -186,13 +191,17 @@ impl StudyObservations {
             return;
         }
         self.outcomes[num] = outcome;
-        let at = self.members.partition_point(|m| (*m as usize) < num);
-        self.members.insert(at, num as u32);
+        self.members.push(num as u32);
         for (name, x) in &t.params {
             let Some(dist) = t.distributions.get(name) else {
                 continue;
             };
-            let cols = self.columns.entry(name.clone()).or_default();
+            if !self.columns.contains_key(name) {
+                self.columns.insert(name.clone(), Vec::new());
+            }
+            let Some(cols) = self.columns.get_mut(name) else {
+                continue;
+            };
             let col = match cols.iter_mut().position(|c| &c.dist == dist) {
                 Some(i) => &mut cols[i],
                 None => {
@@ -200,6 +209,7 @@ impl StudyObservations {
                         dist: dist.clone(),
                         values: Vec::new(),
                         sorted: Vec::new(),
+                        sorted_len: 0,
                         log_norms: Vec::new(),
                     });
                     let last = cols.len() - 1;
@@ -215,11 +225,7 @@ impl StudyObservations {
                 col.log_norms.resize(num + 1, f64::NAN);
             }
             col.log_norms[num] = clipped_log_norm(dist, y);
-            let key = (y, num as u32);
-            let at = col
-                .sorted
-                .partition_point(|e| e.0.total_cmp(&key.0).then(e.1.cmp(&key.1)).is_lt());
-            col.sorted.insert(at, key);
+            col.sorted.push((y, num as u32));
         }
         self.group.add(&t.distributions);
         self.intersection.add(&t.distributions);
@@ -231,6 +237,19 @@ impl StudyObservations {
             .get(name)
             .and_then(|cs| cs.iter().find(|c| &c.dist == dist))
             .map_or(&[], |c| &c.values[..])
+    }
+
+    /// Puts entries appended since the last call in order: a few are
+    /// inserted one by one, many (reading a long history) sorted at once.
+    fn settle_order(&mut self) {
+        settle(&mut self.members, &mut self.members_sorted, |a, b| a.cmp(b));
+        for cols in self.columns.values_mut() {
+            for c in cols {
+                settle(&mut c.sorted, &mut c.sorted_len, |a, b| {
+                    a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))
+                });
+            }
+        }
     }
 
     /// Clip-bandwidth log normalisers of `name` under `dist`, by number.
@@ -341,6 +360,21 @@ impl StudyObservations {
         }
         below
     }
+}
+
+/// Sorts `v[sorted_len..]` into the sorted prefix `v[..sorted_len]`.
+fn settle<T: Copy>(v: &mut [T], sorted_len: &mut usize, cmp: impl Fn(&T, &T) -> Ordering) {
+    let new = v.len() - (*sorted_len).min(v.len());
+    if new > 32 {
+        v.sort_unstable_by(&cmp);
+    } else {
+        for i in *sorted_len..v.len() {
+            let e = v[i];
+            let at = v[..i].partition_point(|x| cmp(x, &e).is_lt());
+            v[at..=i].rotate_right(1);
+        }
+    }
+    *sorted_len = v.len();
 }
 
 /// Whether loss vector `a` Pareto-dominates `b`.
@@ -518,6 +552,31 @@ mod tests {
         let fresh = vec![Arc::new(other)];
         assert_eq!(obs.sync(&StudyView::new("s", &dirs, &fresh)), vec![0]);
         assert_eq!(obs.n_seen, 1);
+    }
+
+    #[test]
+    fn columns_stay_sorted_for_bulk_and_single_arrivals() {
+        let dirs = [Direction::Minimize];
+        let d: Distribution = FloatDistribution::new(0.0, 1.0).unwrap().into();
+        let make = |i: u64| {
+            let mut t = trial(i, TrialState::Complete, Some(1.0));
+            t.params.insert("x".into(), ((i * 37) % 101) as f64 / 101.0);
+            Arc::new(t)
+        };
+        let mut obs = StudyObservations::default();
+        let mut trials: Vec<Arc<FrozenTrial>> = (0..80).map(make).collect();
+        obs.sync(&StudyView::new("s", &dirs, &trials));
+        for i in 80..85 {
+            trials.push(make(i));
+            assert_eq!(
+                obs.sync(&StudyView::new("s", &dirs, &trials)).len(),
+                i as usize + 1
+            );
+        }
+        let sorted = obs.sorted("x", &d);
+        assert_eq!(sorted.len(), 85);
+        assert!(sorted.windows(2).all(|w| w[0].0 <= w[1].0));
+        assert!(obs.members.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]
