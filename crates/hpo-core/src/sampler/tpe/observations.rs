@@ -352,6 +352,22 @@ impl StudyObservations {
         self.intersection.add(&t.distributions);
     }
 
+    /// Index in `view.trials()` of the first trial that may be unfinished:
+    /// in a view of the whole study, every trial numbered below the point
+    /// settled at the last [`StudyObservations::sync`] of that view was
+    /// finished (finished trials never change state); otherwise 0.
+    pub(crate) fn first_unsettled(&self, view: &StudyView<'_>) -> usize {
+        let trials = view.trials();
+        let dense = trials
+            .last()
+            .is_none_or(|t| t.number as usize + 1 == trials.len());
+        if dense {
+            trials.partition_point(|t| t.number < self.settled)
+        } else {
+            0
+        }
+    }
+
     /// Brings the row table of the joint space `space` up to date with every
     /// observation seen (call after [`StudyObservations::sync`]) and returns
     /// its index for [`StudyObservations::rows`].

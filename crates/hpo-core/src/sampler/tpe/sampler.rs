@@ -124,7 +124,7 @@ impl TpeSampler {
         let (below, above) = obs.split(members, n_below, study.directions().len());
         let (below_x, below_order, below_norms) = gather(&columns, obs.n_numbers(), &below, &[]);
         let liars = if cfg.constant_liar {
-            running(study, trial, space)
+            running(study, obs.first_unsettled(study), trial, space)
         } else {
             Vec::new()
         };
@@ -334,16 +334,18 @@ fn gather_rows(
 }
 
 /// Other RUNNING trials that already have every parameter of `space` (the
-/// constant liar's fake bad observations), by number. They are appended after
+/// constant liar's fake bad observations), by number, looking only from
+/// index `from` of the study's trials (those before it are finished). They are appended after
 /// the finished bad observations (they are usually the newest trials, and
 /// Optuna's weights are flat for the newest 25).
 fn running(
     study: &StudyView<'_>,
+    from: usize,
     trial: &FrozenTrial,
     space: &[(&str, &Distribution, &Support)],
 ) -> Vec<(u64, Vec<f64>)> {
-    let mut out: Vec<(u64, Vec<f64>)> = study
-        .trials()
+    let trials = study.trials();
+    let mut out: Vec<(u64, Vec<f64>)> = trials[from.min(trials.len())..]
         .iter()
         .filter(|t| t.state == TrialState::Running && t.id != trial.id)
         .filter_map(|t| {
