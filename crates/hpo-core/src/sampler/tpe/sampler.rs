@@ -281,14 +281,28 @@ fn gather_rows(
         })
         .collect();
     let cap = k as usize + extra.len() + 1;
+    // The kept rows as runs `[start, end)`: usually a few rows are left out,
+    // so each column is copied in a few slices.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut start = None;
+    for (r, i) in new_index.iter().enumerate() {
+        match (start, *i != u32::MAX) {
+            (None, true) => start = Some(r),
+            (Some(s), false) => {
+                runs.push((s, r));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        runs.push((s, new_index.len()));
+    }
     let pick = |src: &[f64], tail: &mut dyn Iterator<Item = f64>| {
         let mut o = Vec::with_capacity(cap);
-        o.extend(
-            src.iter()
-                .zip(&new_index)
-                .filter(|(_, i)| **i != u32::MAX)
-                .map(|(v, _)| *v),
-        );
+        for (a, b) in &runs {
+            o.extend_from_slice(src.get(*a..*b).unwrap_or(&[]));
+        }
         o.extend(tail);
         o
     };
