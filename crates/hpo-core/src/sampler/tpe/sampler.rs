@@ -538,7 +538,7 @@ mod tests {
             let mut t = FrozenTrial::new(i, i, state);
             t.params.insert("x".into(), ((i * 37) % 11) as f64 / 11.0);
             t.distributions.insert("x".into(), float());
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 t.params
                     .insert("y".into(), ((i * 13) % 7) as f64 / 7.0 - 0.5);
                 t.distributions.insert("y".into(), y.clone());
