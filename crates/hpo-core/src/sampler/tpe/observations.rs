@@ -30,6 +30,9 @@ use crate::trial::{FrozenTrial, TrialState};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
+/// Most joint-space row tables kept per study.
+const MAX_ROW_TABLES: usize = 32;
+
 /// Marks a trial number not (yet) seen finished.
 const UNSEEN: u64 = u64::MAX;
 
@@ -375,6 +378,11 @@ impl StudyObservations {
         let i = match self.rows.iter().position(|r| r.matches(space)) {
             Some(i) => i,
             None => {
+                // Spaces come and go as a conditional space's groups refine:
+                // keep a bounded number of tables, dropping the oldest.
+                if self.rows.len() >= MAX_ROW_TABLES {
+                    self.rows.remove(0);
+                }
                 let key = space
                     .iter()
                     .map(|(n, d)| ((*n).to_owned(), (*d).clone()))
