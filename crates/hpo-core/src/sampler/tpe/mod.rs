@@ -74,6 +74,7 @@ mod group;
 mod observations;
 mod parzen;
 mod sampler;
+mod scratch;
 mod truncnorm;
 
 pub use self::config::{TpeBandwidth, TpeConfig, TpeWeights};

@@ -20,6 +20,7 @@
 //! observations repeat), not one per kernel.
 
 use super::config::{TpeBandwidth, TpeConfig};
+use super::scratch;
 use super::truncnorm::{log_gauss_mass, sample_standard, LN_SQRT_2PI};
 use crate::distribution::{Distribution, Support};
 use crate::sampler::bounds;
@@ -273,16 +274,18 @@ impl ParzenEstimator {
         log_norms: Option<&[Vec<f64>]>,
     ) -> Self {
         let n = obs_weights.len();
-        let mut weights: Vec<f64> = Vec::with_capacity(n + 1);
+        let mut weights: Vec<f64> = scratch::f64s(n + 1);
         weights.extend_from_slice(obs_weights);
         weights.push(if n == 0 { 1.0 } else { cfg.prior_weight });
         let total: f64 = weights.iter().sum();
         for w in &mut weights {
             *w /= total;
         }
-        let mut consts: Vec<f64> = weights.iter().map(|w| w.ln()).collect();
+        let mut consts: Vec<f64> = scratch::f64s(weights.len());
+        consts.extend(weights.iter().map(|w| w.ln()));
         // Product of each kernel's continuous bandwidths: one `ln` per kernel, not per dimension.
-        let mut scale = vec![1.0; consts.len()];
+        let mut scale = scratch::f64s(consts.len());
+        scale.resize(consts.len(), 1.0);
         let kernels: Vec<Kernels> = dims
             .iter()
             .zip(obs)
@@ -319,6 +322,7 @@ impl ParzenEstimator {
         for (c, sc) in consts.iter_mut().zip(&scale) {
             *c -= sc.ln();
         }
+        scratch::give_f64s(scale);
         let is_cont = |k: &Kernels| matches!(k, Kernels::Numeric { step: None, .. });
         let cont_dims: Vec<usize> = (0..kernels.len())
             .filter(|d| is_cont(&kernels[*d]))
@@ -349,7 +353,7 @@ impl ParzenEstimator {
         n: usize,
         ranges: &[SampleRange],
     ) -> Vec<Vec<f64>> {
-        let mut cum = Vec::with_capacity(self.weights.len());
+        let mut cum = scratch::f64s(self.weights.len());
         let mut acc = 0.0;
         for w in &self.weights {
             acc += w;
@@ -361,6 +365,7 @@ impl ParzenEstimator {
                 cum.partition_point(|c| *c <= u).min(cum.len() - 1)
             })
             .collect();
+        scratch::give_f64s(cum);
         self.kernels
             .iter()
             .zip(ranges)
@@ -397,12 +402,12 @@ impl ParzenEstimator {
                 Kernels::Categorical { .. } => Vec::new(),
             })
             .collect();
-        let mut vals = Vec::with_capacity(nk);
-        let mut partial: Vec<f64> = Vec::with_capacity(nk);
+        let mut vals = scratch::f64s(nk);
+        let mut partial: Vec<f64> = scratch::f64s(nk);
         let mut xc = vec![0.0; cont.len()];
         // Dimensions summed for every kernel in a branch-free (vectorisable) pass.
         let head = cont.len().min(PASS_ONE_DIMS);
-        (0..n_points)
+        let out = (0..n_points)
             .map(|i| {
                 for (x, d) in xc.iter_mut().zip(&self.cont_dims) {
                     *x = xs[*d][i];
@@ -470,7 +475,10 @@ impl ParzenEstimator {
                 }
                 log_sum_exp(&vals)
             })
-            .collect()
+            .collect();
+        scratch::give_f64s(vals);
+        scratch::give_f64s(partial);
+        out
     }
 
     /// Adds kernel `k`'s remaining dimensions (all but the first `head`
@@ -502,6 +510,29 @@ impl ParzenEstimator {
             }
         }
         Some(a)
+    }
+}
+
+impl Drop for ParzenEstimator {
+    /// The large arrays go back to the thread's scratch pool.
+    fn drop(&mut self) {
+        scratch::give_f64s(std::mem::take(&mut self.weights));
+        scratch::give_f64s(std::mem::take(&mut self.consts));
+        for k in std::mem::take(&mut self.kernels) {
+            match k {
+                Kernels::Numeric {
+                    mus,
+                    inv_sigmas,
+                    pair_of,
+                    ..
+                } => {
+                    scratch::give_f64s(mus);
+                    scratch::give_f64s(inv_sigmas);
+                    scratch::give_u32s(pair_of);
+                }
+                Kernels::Categorical { obs, .. } => scratch::give_u32s(obs),
+            }
+        }
     }
 }
 
@@ -547,7 +578,7 @@ fn numeric(
     let (lo, hi) = adapted(low, high, step);
     let width = hi - lo;
     let n = xs.len();
-    let mut sigmas: Vec<f64> = Vec::with_capacity(n + 1);
+    let mut sigmas: Vec<f64> = scratch::f64s(n + 1);
     // Observation indices sorted by value: for neighbour gaps, and for
     // finding repeated (mu, sigma) pairs of discrete dimensions.
     let sorted_here;
@@ -631,7 +662,8 @@ fn numeric(
 /// only among itself; the prior kernel (the last one) comes after them.
 fn distinct_pairs(mus: &[f64], sigmas: &[f64], order: &[u32]) -> (Vec<(f64, f64)>, Vec<u32>) {
     let mut pairs: Vec<(f64, f64)> = Vec::new();
-    let mut pair_of = vec![0u32; mus.len()];
+    let mut pair_of = scratch::u32s(mus.len());
+    pair_of.resize(mus.len(), 0);
     // Pairs from this index on share the current run's centre.
     let mut run = 0;
     let prior = mus.len().saturating_sub(1);
@@ -678,7 +710,7 @@ fn gaps_in_order(
         return;
     }
     // The sorted values between the range ends, read once in order.
-    let mut sv: Vec<f64> = Vec::with_capacity(m + 2);
+    let mut sv: Vec<f64> = scratch::f64s(m + 2);
     sv.push(lo);
     sv.extend(order.iter().map(|o| xs[*o as usize]));
     sv.push(hi);
@@ -690,6 +722,7 @@ fn gaps_in_order(
         sigmas[order[0] as usize] = sv[2] - sv[1];
         sigmas[order[m - 1] as usize] = sv[m] - sv[m - 1];
     }
+    scratch::give_f64s(sv);
 }
 
 #[cfg(test)]

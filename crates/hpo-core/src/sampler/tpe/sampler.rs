@@ -3,6 +3,7 @@
 use super::config::TpeConfig;
 use super::observations::{Rows, StudyObservations};
 use super::parzen::{transform, untransform, Dim, ParzenEstimator, SampleRange};
+use super::scratch;
 use crate::distribution::{Distribution, Support};
 use crate::error::Result;
 use crate::sampler::{sample_uniform, Sampler};
@@ -150,6 +151,12 @@ impl TpeSampler {
             Some(&above_order),
             Some(&above_norms),
         );
+        for v in below_norms.into_iter().chain(above_norms) {
+            scratch::give_f64s(v);
+        }
+        for v in below_order.into_iter().chain(above_order) {
+            scratch::give_u32s(v);
+        }
         let ranges: Vec<SampleRange> = space
             .iter()
             .map(|(_, d, s)| SampleRange::of(d, s))
@@ -268,18 +275,15 @@ fn gather_rows(
     }
     // New index of each kept row (u32::MAX: left out).
     let mut k = 0u32;
-    let new_index: Vec<u32> = rows
-        .numbers
-        .iter()
-        .map(|n| {
-            if wanted.get(*n as usize).copied().unwrap_or(false) {
-                k += 1;
-                k - 1
-            } else {
-                u32::MAX
-            }
-        })
-        .collect();
+    let mut new_index: Vec<u32> = scratch::u32s(rows.numbers.len());
+    new_index.extend(rows.numbers.iter().map(|n| {
+        if wanted.get(*n as usize).copied().unwrap_or(false) {
+            k += 1;
+            k - 1
+        } else {
+            u32::MAX
+        }
+    }));
     let cap = k as usize + extra.len() + 1;
     // The kept rows as runs `[start, end)`: usually a few rows are left out,
     // so each column is copied in a few slices.
@@ -299,7 +303,7 @@ fn gather_rows(
         runs.push((s, new_index.len()));
     }
     let pick = |src: &[f64], tail: &mut dyn Iterator<Item = f64>| {
-        let mut o = Vec::with_capacity(cap);
+        let mut o = scratch::f64s(cap);
         for (a, b) in &runs {
             o.extend_from_slice(src.get(*a..*b).unwrap_or(&[]));
         }
@@ -329,7 +333,7 @@ fn gather_rows(
         .iter()
         .zip(&out)
         .map(|(sorted, xs)| {
-            let mut order: Vec<u32> = Vec::with_capacity(cap);
+            let mut order: Vec<u32> = scratch::u32s(cap);
             order.extend(
                 sorted
                     .iter()
@@ -344,6 +348,7 @@ fn gather_rows(
             order
         })
         .collect();
+    scratch::give_u32s(new_index);
     (out, orders, norms)
 }
 
