@@ -64,10 +64,12 @@
 //! A suggestion then scans the trial list only from the first trial that was
 //! not yet finished, splits with a linear-time partial selection, rebuilds
 //! the two estimators in `O(observations x dimensions)`, and evaluates the
-//! candidates kernel by kernel: two dimensions for every kernel in a
-//! branch-free pass, then the rest only for kernels still within 40 nats of
+//! candidates kernel by kernel: up to three continuous dimensions for every
+//! kernel in a branch-free pass, then the rest only for kernels still within 40 nats of
 //! the best (a term 40 nats down adds less than 1e-17), so a long history
-//! costs little more than one dimension per kernel and candidate.
+//! costs little more than that pass per kernel and candidate. The large
+//! per-suggestion arrays come from a per-thread scratch pool (`scratch`), so
+//! a suggestion does not page-fault back the memory the previous one freed.
 
 mod config;
 mod group;
