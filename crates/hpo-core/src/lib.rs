@@ -57,7 +57,11 @@ pub use crate::distribution::{
     Support,
 };
 pub use crate::error::{Error, Result};
-pub use crate::pruner::{NopPruner, Pruner};
+pub use crate::pruner::{
+    Decision, HyperbandConfig, HyperbandPruner, MedianConfig, MedianPruner, NopPruner,
+    PatientConfig, PatientPruner, PercentileConfig, PercentilePruner, Pruner, PrunerConfig,
+    Resource, SuccessiveHalvingConfig, SuccessiveHalvingPruner, ThresholdConfig, ThresholdPruner,
+};
 pub use crate::sampler::{GridSampler, RandomSampler, Sampler};
 pub use crate::storage::{InMemoryStorage, Storage, StudySummary};
 pub use crate::study::{Direction, Optimize, Study, StudyBuilder, StudyView};

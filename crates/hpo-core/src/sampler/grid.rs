@@ -91,11 +91,18 @@ impl GridSampler {
             return Ok(*p);
         }
         let mut visits = vec![0usize; self.grid.len()];
+        let mut counted = std::collections::HashSet::new();
         for t in study.trials().iter().filter(|t| t.id != trial.id) {
             if let Some(p) = self.point_of(t) {
                 visits[p] += 1;
-            } else if let Some(p) = assigned.get(&t.id) {
-                visits[p.to_owned()] += 1;
+                counted.insert(t.id);
+            }
+        }
+        // Points handed out in this process whose trials have not written them
+        // yet (possibly started after this trial's snapshot of the study).
+        for (tid, p) in assigned.iter() {
+            if *tid != trial.id && !counted.contains(tid) {
+                visits[*p] += 1;
             }
         }
         let least = visits.iter().copied().min().unwrap_or(0);

@@ -2,7 +2,7 @@
 
 use super::{Direction, Study, StudyCore};
 use crate::error::{Error, Result};
-use crate::pruner::{NopPruner, Pruner};
+use crate::pruner::{MedianPruner, Pruner};
 use crate::sampler::{default_sampler, Sampler};
 use crate::storage::{InMemoryStorage, Storage};
 use std::sync::atomic::AtomicBool;
@@ -44,7 +44,8 @@ impl StudyBuilder {
         self
     }
 
-    /// The pruner (default: no pruning).
+    /// The pruner (default: [`MedianPruner::default()`], as in Optuna; it only
+    /// acts when the objective calls `should_prune`).
     pub fn pruner(mut self, pruner: impl Pruner + 'static) -> Self {
         self.pruner = Some(Arc::new(pruner));
         self
@@ -120,7 +121,9 @@ impl StudyBuilder {
                 directions,
                 storage,
                 sampler: self.sampler.unwrap_or_else(default_sampler),
-                pruner: self.pruner.unwrap_or_else(|| Arc::new(NopPruner)),
+                pruner: self
+                    .pruner
+                    .unwrap_or_else(|| Arc::new(MedianPruner::default())),
                 stop: AtomicBool::new(false),
             }),
         })

@@ -174,8 +174,9 @@ impl Study {
                     None => (TrialState::Complete, Some(values), Vec::new()),
                 },
                 Finish::Result(Err(TrialError::Pruned)) => {
+                    // Optuna's convention: the last intermediate value, unless it is NaN.
                     let values = match (n_obj, frozen.last_intermediate()) {
-                        (1, Some((_, v))) => Some(vec![v]),
+                        (1, Some((_, v))) if !v.is_nan() => Some(vec![v]),
                         _ => None,
                     };
                     (TrialState::Pruned, values, Vec::new())

@@ -267,8 +267,16 @@ impl Trial {
             return Ok(false);
         }
         let trials = self.core.storage.trials(self.core.id)?;
-        let view = self.core.pruner_view(&trials);
-        self.core.pruner.prune(&view, &self.frozen)
+        let decision = {
+            let view = self.core.pruner_view(&trials);
+            self.core.pruner.prune(&view, &self.frozen)?
+        };
+        // Bookkeeping the pruner asked for (successive halving's rung values),
+        // written before the verdict is acted on, as Optuna does.
+        for (key, value) in decision.system_attrs {
+            self.set_system_attr(&key, value)?;
+        }
+        Ok(decision.prune)
     }
 
     /// Sets a user attribute (any serialisable value, stored as JSON).

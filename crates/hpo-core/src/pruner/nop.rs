@@ -1,0 +1,16 @@
+//! The pruner that never prunes.
+
+use super::{Decision, Pruner};
+use crate::error::Result;
+use crate::study::StudyView;
+use crate::trial::FrozenTrial;
+
+/// Never prunes: every trial runs to the end.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NopPruner;
+
+impl Pruner for NopPruner {
+    fn prune(&self, _study: &StudyView<'_>, _trial: &FrozenTrial) -> Result<Decision> {
+        Ok(Decision::keep())
+    }
+}
