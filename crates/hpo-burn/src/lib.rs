@@ -32,7 +32,7 @@
 //! ## Example
 //!
 //! ```no_run
-//! use hpo_burn::{load_tsv, run, Cpu, MemoryGuard, Preset, Recorder, RunSpec, TextTask, TrainConfig, TsvSpec};
+//! use hpo_burn::{load_tsv, run, Cpu, MemoryGuard, Pooling, Preset, Recorder, RunSpec, TextTask, TrainConfig, TsvSpec};
 //!
 //! # fn main() -> hpo_burn::Result<()> {
 //! let data = load_tsv("data/vader/tweets.tsv", &TsvSpec::single("text", "label").with_positive("neg"))?;
@@ -43,6 +43,7 @@
 //!     head_layers: 0,
 //!     head_width: 128,
 //!     dropout: 0.1,
+//!     pooling: Pooling::Mean,
 //!     train: TrainConfig { epochs: 2, max_len: 64, ..TrainConfig::default() },
 //! };
 //! let report = run::<Cpu, _>(&task, &spec, MemoryGuard::Unlimited, &Default::default(), &mut Recorder::new())?;
@@ -65,7 +66,7 @@ pub mod train;
 pub use crate::data::{load_tsv, Dataset, Example, Text, TsvSpec};
 pub use crate::error::{Error, Result};
 pub use crate::memory::{estimate_training_memory, MemoryEstimate, MemoryGuard, Precision};
-pub use crate::model::{BertClassifier, ModelConfig, Preset};
+pub use crate::model::{BertClassifier, ModelConfig, Pooling, Preset};
 pub use crate::oom::OomConfig;
 pub use crate::pretrained::Checkpoint;
 pub use crate::task::{run, RunSpec, TextTask, DEFAULT_TRAINED_VOCAB};

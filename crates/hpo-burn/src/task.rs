@@ -5,7 +5,7 @@ use crate::batch::EncodedExample;
 use crate::data::{Dataset, Text};
 use crate::error::{Error, Result};
 use crate::memory::MemoryGuard;
-use crate::model::{ModelConfig, Preset};
+use crate::model::{ModelConfig, Pooling, Preset};
 use crate::pretrained::Checkpoint;
 use crate::tokenize::TextTokenizer;
 use crate::train::{FitReport, TrainConfig, TrainData, Trainer, TrialSink};
@@ -88,6 +88,8 @@ pub struct RunSpec {
     pub head_width: usize,
     /// Dropout in encoder and head.
     pub dropout: f64,
+    /// Pooling of the encoder output.
+    pub pooling: Pooling,
     /// Training hyperparameters.
     pub train: TrainConfig,
 }
@@ -104,6 +106,7 @@ impl RunSpec {
         base.with_head(self.head_layers, self.head_width)
             .with_dropout(self.dropout)
             .with_head_dropout(self.dropout)
+            .with_pooling(self.pooling)
     }
 
     /// A name for the model in records.

@@ -98,6 +98,17 @@ impl FromStr for Preset {
     }
 }
 
+/// How the encoder's output becomes one vector per sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Pooling {
+    /// The `[CLS]` position (BERT's pooler input).
+    #[default]
+    Cls,
+    /// The mean over non-padding positions; learns much faster from scratch.
+    Mean,
+}
+
 /// Everything needed to build a [`BertClassifier`](super::BertClassifier).
 ///
 /// Built from a [`Preset`] or explicit dimensions, then adjusted with the
@@ -131,6 +142,9 @@ pub struct ModelConfig {
     pub head_dropout: f64,
     /// Output classes.
     pub num_classes: usize,
+    /// Pooling before the pooler's dense layer.
+    #[serde(default)]
+    pub pooling: Pooling,
 }
 
 impl ModelConfig {
@@ -157,7 +171,14 @@ impl ModelConfig {
             head_width: hidden,
             head_dropout: 0.1,
             num_classes,
+            pooling: Pooling::Cls,
         }
+    }
+
+    /// Sets the pooling.
+    pub fn with_pooling(mut self, pooling: Pooling) -> Self {
+        self.pooling = pooling;
+        self
     }
 
     /// A config from a preset.

@@ -9,7 +9,7 @@
 
 mod config;
 
-pub use self::config::{ModelConfig, Preset};
+pub use self::config::{ModelConfig, Pooling, Preset};
 
 use crate::error::Result;
 use burn::module::Module;
@@ -71,6 +71,8 @@ pub struct BertClassifier<B: Backend> {
     pub head: Head<B>,
     /// Longest sequence the position embeddings cover.
     pub max_position: usize,
+    /// Mean-pool instead of taking `[CLS]` (see [`Pooling`]).
+    pub mean_pool: bool,
 }
 
 impl ModelConfig {
@@ -112,6 +114,7 @@ impl ModelConfig {
             },
             head,
             max_position: self.max_position,
+            mean_pool: self.pooling == Pooling::Mean,
         })
     }
 }
@@ -140,10 +143,16 @@ impl<B: Backend> BertClassifier<B> {
         let x = e.dropout.forward(e.norm.forward(x));
         let x = self
             .encoder
-            .forward(TransformerEncoderInput::new(x).mask_pad(mask_pad));
+            .forward(TransformerEncoderInput::new(x).mask_pad(mask_pad.clone()));
         let [_, _, hidden] = x.dims();
-        let cls = x.narrow(1, 0, 1).reshape([batch, hidden]);
-        let mut h = tanh(self.pooler.dense.forward(cls));
+        let pooled = if self.mean_pool {
+            let keep = mask_pad.bool_not().float().reshape([batch, len, 1]);
+            let count = keep.clone().sum_dim(1).reshape([batch, 1]).clamp_min(1.0);
+            (x * keep).sum_dim(1).reshape([batch, hidden]) / count
+        } else {
+            x.narrow(1, 0, 1).reshape([batch, hidden])
+        };
+        let mut h = tanh(self.pooler.dense.forward(pooled));
         for layer in &self.head.hidden {
             h = gelu(layer.forward(self.head.dropout.forward(h)));
         }

@@ -32,7 +32,7 @@ use crate::model::{BertClassifier, ModelConfig};
 use crate::oom::{classify, panic_message, OomConfig};
 use burn::grad_clipping::GradientClippingConfig;
 use burn::module::AutodiffModule;
-use burn::nn::loss::CrossEntropyLoss;
+use burn::nn::loss::{CrossEntropyLoss, CrossEntropyLossConfig};
 use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::cast::ToElement;
@@ -68,6 +68,10 @@ pub struct TrainConfig {
     pub bucket_by_length: bool,
     /// Evaluation batch size.
     pub eval_batch: usize,
+    /// Weight the loss by inverse class frequency (`n / (k · n_c)`), so
+    /// rare classes count as much as common ones, as macro-F1 does.
+    #[serde(default)]
+    pub balanced_loss: bool,
     /// Seed for initialisation, dropout and shuffling.
     pub seed: u64,
 }
@@ -87,6 +91,7 @@ impl Default for TrainConfig {
             min_micro_batch: 1,
             bucket_by_length: true,
             eval_batch: 64,
+            balanced_loss: false,
             seed: 0,
         }
     }
@@ -381,6 +386,24 @@ impl<B: AutodiffBackend> Trainer<B> {
         data: TrainData<'_>,
     ) -> Result<EpochRun<B, O>> {
         B::seed(&self.device, self.config.seed.wrapping_add(epoch));
+        let mut loss_config = CrossEntropyLossConfig::new();
+        if self.config.balanced_loss {
+            let mut counts = vec![0usize; data.classes];
+            for e in data.train {
+                if let Some(c) = counts.get_mut(e.label) {
+                    *c += 1;
+                }
+            }
+            let n = data.train.len() as f32;
+            let k = data.classes as f32;
+            loss_config.weights = Some(
+                counts
+                    .iter()
+                    .map(|&c| if c == 0 { 0.0 } else { n / (k * c as f32) })
+                    .collect(),
+            );
+        }
+        let criterion = loss_config.init::<B>(&self.device);
         let mut run_loss = 0.0;
         let (mut examples, mut tokens, mut padded) = (0usize, 0u64, 0u64);
         for (k, step) in plan.iter().enumerate() {
@@ -393,10 +416,11 @@ impl<B: AutodiffBackend> Trainer<B> {
                 self.guard.check(&self.model_config, exs.len(), len)?;
                 let device = &self.device;
                 let m = &model;
+                let criterion = &criterion;
                 let (loss, grads, batch_tokens) = guarded(|| {
                     let batch = make_batch::<B>(&exs, data.pad_id, device);
                     let logits = m.forward(batch.input_ids, batch.segment_ids, batch.mask_pad);
-                    let loss = CrossEntropyLoss::new(None, device).forward(logits, batch.labels);
+                    let loss = criterion.forward(logits, batch.labels);
                     let value = loss.clone().into_scalar().to_f64();
                     let grads = (loss * (batch.size as f32 / step_size)).backward();
                     (value, GradientsParams::from_grads(grads, m), batch.tokens)

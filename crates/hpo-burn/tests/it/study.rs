@@ -84,6 +84,7 @@ fn end_to_end_study_on_the_vader_tweets() {
                 head_layers: trial.suggest_int("head_layers", 0, 1)? as usize,
                 head_width: 32,
                 dropout: 0.1,
+                pooling: hpo_burn::Pooling::Mean,
                 train: TrainConfig {
                     epochs: 2,
                     learning_rate: trial.suggest_float_log("lr", 1e-4, 3e-3)?,
