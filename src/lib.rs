@@ -3,7 +3,9 @@
 //! Hyperparameter search for GPU deep-learning training that does not fall over.
 //!
 //! This is the facade crate: it re-exports [`hpo_core`] (studies, trials,
-//! samplers, pruners, storages).
+//! samplers, pruners, storages) and the `#[search_space]` macro of
+//! `hpo-macros`, which turns a plain struct into a typed, compile-time checked
+//! search space.
 //!
 //! ```
 //! use hpo::{Direction, Study, TrialError};
@@ -18,8 +20,39 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! ## Typed search spaces
+//!
+//! ```
+//! use hpo::{Direction, SearchSpace, Study, TrialError};
+//!
+//! #[hpo::search_space]
+//! #[constraint(if layers > 2 { width <= 256 })]
+//! #[derive(Debug, Clone, PartialEq)]
+//! struct Net {
+//!     #[param(float(1e-5..=1e-1, log))]
+//!     lr: f64,
+//!     #[param(int(1..=4))]
+//!     layers: u32,
+//!     #[param(choice(64, 128, 256, 512))]
+//!     width: usize,
+//! }
+//!
+//! # fn main() -> hpo::Result<()> {
+//! let study = Study::builder().direction(Direction::Minimize).build()?;
+//! study.optimize(20, |trial| -> Result<f64, TrialError> {
+//!     let net = Net::sample(trial)?;
+//!     assert!(net.layers <= 2 || net.width <= 256);
+//!     Ok(net.lr * net.width as f64)
+//! })?;
+//! let best = Net::from_params(&study.best_trial()?.typed_params())?;
+//! println!("{}\nbest: {best:?}", Net::describe());
+//! # Ok(())
+//! # }
+//! ```
 
 pub use hpo_core::*;
+pub use hpo_macros::{search_space, Choice};
 
 /// The burn training backend: BERT-style classifiers, memory estimates and
 /// OOM recovery (feature `burn`; `cuda` adds the GPU backend).
@@ -30,4 +63,13 @@ pub use hpo_burn as burn;
 #[doc(hidden)]
 pub mod __private {
     pub use hpo_core;
+    pub use hpo_core::space::runtime;
+    pub use hpo_core::{
+        Choice, ChoiceEnum, Error, ParamValue, SearchSpace, SpaceDescription, Trial, TrialError,
+    };
+    pub use std::collections::BTreeMap;
+    pub use std::option::Option;
+    pub use std::result::Result;
+    pub use std::string::String;
+    pub use std::vec::Vec;
 }

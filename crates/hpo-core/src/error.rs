@@ -135,6 +135,16 @@ pub enum Error {
         message: String,
     },
 
+    /// A storage file cannot be used: it is not SQLite, not a study database,
+    /// has an unsupported schema version, or is read-only. Nothing was written to it.
+    #[error("cannot use {} as a study database: it {reason}", path.display())]
+    UnusableStorageFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it, and what to do.
+        reason: String,
+    },
+
     /// A lock guarding shared state was poisoned by a panic in another thread.
     #[error("internal state poisoned by a panic in another thread: {0}")]
     Poisoned(String),

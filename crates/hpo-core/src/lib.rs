@@ -18,6 +18,10 @@
 //!   reason, and out-of-memory or infeasible configurations are recorded as
 //!   constraint violations that samplers learn to avoid. Only storage errors
 //!   stop a study.
+//! * **Durable by choice, compatible by default.** [`SqliteStorage`] keeps
+//!   studies in one file in Optuna's schema, safe for several processes, with
+//!   heartbeats that fail and retry the trials of crashed workers; Optuna and
+//!   optuna-dashboard read hpo studies and hpo resumes Optuna's.
 //! * **Narrowed supports.** A constraint may restrict a parameter's range or
 //!   choices at sampling time ([`Support`]); the declared distribution is what
 //!   is stored, so the sampler keeps learning across conditions.
@@ -48,6 +52,7 @@ pub mod distribution;
 mod error;
 pub mod pruner;
 pub mod sampler;
+pub mod space;
 pub mod storage;
 pub mod study;
 pub mod trial;
@@ -63,6 +68,9 @@ pub use crate::pruner::{
     Resource, SuccessiveHalvingConfig, SuccessiveHalvingPruner, ThresholdConfig, ThresholdPruner,
 };
 pub use crate::sampler::{GridSampler, RandomSampler, Sampler};
-pub use crate::storage::{InMemoryStorage, Storage, StudySummary};
-pub use crate::study::{Direction, Optimize, Study, StudyBuilder, StudyView};
+pub use crate::space::{ChoiceEnum, ParamDescription, ParamKind, SearchSpace, SpaceDescription};
+pub use crate::storage::{InMemoryStorage, SqliteStorage, Storage, StudySummary};
+pub use crate::study::{
+    Direction, Heartbeat, Optimize, RetryPolicy, Study, StudyBuilder, StudyView,
+};
 pub use crate::trial::{FailureKind, FrozenTrial, IntoTrialResult, Trial, TrialError, TrialState};

@@ -65,7 +65,7 @@ pub fn python_float_repr(x: f64) -> String {
 }
 
 /// A JSON string literal as Python's `json.dumps` writes it (`ensure_ascii=True`).
-fn python_json_string(s: &str, out: &mut String) {
+pub(crate) fn python_json_string(s: &str, out: &mut String) {
     out.push('"');
     for c in s.chars() {
         match c {

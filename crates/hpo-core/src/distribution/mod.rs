@@ -17,6 +17,7 @@ mod support;
 
 pub use self::choice::{Choice, ParamValue};
 pub use self::json::python_float_repr;
+pub(crate) use self::json::python_json_string;
 pub use self::support::Support;
 
 use crate::error::{Error, Result};

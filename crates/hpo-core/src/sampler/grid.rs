@@ -98,8 +98,9 @@ impl GridSampler {
                 counted.insert(t.id);
             }
         }
-        // Points handed out in this process whose trials have not written them
-        // yet (possibly started after this trial's snapshot of the study).
+        // Points handed out in this process whose trials had not written them
+        // in this snapshot (or started after it). Entries are kept for the
+        // sampler's lifetime: a snapshot can be older than a trial's end.
         for (tid, p) in assigned.iter() {
             if *tid != trial.id && !counted.contains(tid) {
                 visits[*p] += 1;
@@ -149,14 +150,5 @@ impl Sampler for GridSampler {
             });
         }
         Ok(x)
-    }
-
-    fn after_trial(&self, _study: &StudyView<'_>, trial: &FrozenTrial) {
-        if let Ok(mut a) = self.assigned.lock() {
-            // Finished trials are recognised from their params from now on.
-            if self.point_of(trial).is_some() {
-                a.remove(&trial.id);
-            }
-        }
     }
 }

@@ -1,5 +1,11 @@
 //! Durable study state.
 //!
+//! Two implementations: [`InMemoryStorage`] (one process, gone at exit) and
+//! [`SqliteStorage`] (one file in Optuna 5.0's schema, several processes,
+//! heartbeats). [`storage_from_url`] opens either from a URL
+//! (`sqlite:study.db`); later storages plug in there. Every storage passes the
+//! same conformance suite (`storage::conformance`, feature `testing`).
+//!
 //! # The contract
 //!
 //! * **Thread and process safety.** Every method may be called from several
@@ -22,11 +28,15 @@
 //!   old or the new state, never half of a change.
 
 mod memory;
+mod sqlite;
+mod url;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
 
 pub use self::memory::InMemoryStorage;
+pub use self::sqlite::{SqliteOptions, SqliteStats, SqliteStorage};
+pub use self::url::storage_from_url;
 
 use crate::distribution::Distribution;
 use crate::error::Result;

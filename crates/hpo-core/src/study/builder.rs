@@ -1,12 +1,13 @@
 //! Creating and resuming studies.
 
-use super::{Direction, Study, StudyCore};
+use super::{Direction, Heartbeat, RetryPolicy, Study, StudyCore};
 use crate::error::{Error, Result};
 use crate::pruner::{MedianPruner, Pruner};
 use crate::sampler::{default_sampler, Sampler};
 use crate::storage::{InMemoryStorage, Storage};
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Builds a [`Study`]: `Study::builder().name("x").direction(Direction::Maximize).build()`.
 #[derive(Default)]
@@ -17,6 +18,9 @@ pub struct StudyBuilder {
     pruner: Option<Arc<dyn Pruner>>,
     directions: Option<Vec<Direction>>,
     load_if_exists: bool,
+    heartbeat: Option<Heartbeat>,
+    retry: Option<RetryPolicy>,
+    storage_url: Option<String>,
 }
 
 impl StudyBuilder {
@@ -29,6 +33,14 @@ impl StudyBuilder {
     /// Where the study lives (default: a new in-memory storage).
     pub fn storage(mut self, storage: Arc<dyn Storage>) -> Self {
         self.storage = Some(storage);
+        self
+    }
+
+    /// Where the study lives, as a URL (`sqlite:study.db`, `sqlite::memory:`);
+    /// opened by [`StudyBuilder::build`] with [`crate::storage::storage_from_url`].
+    /// An explicit [`StudyBuilder::storage`] takes precedence.
+    pub fn storage_url(mut self, url: impl Into<String>) -> Self {
+        self.storage_url = Some(url.into());
         self
     }
 
@@ -76,11 +88,29 @@ impl StudyBuilder {
         self
     }
 
+    /// Records a heartbeat for each running trial every `interval`, and fails
+    /// RUNNING trials whose heartbeat is older than `grace` (see
+    /// [`crate::Study::fail_stale_trials`]). Off by default; needs a storage
+    /// with heartbeat support (SQLite) to survive a crash.
+    pub fn heartbeat(mut self, interval: Duration, grace: Duration) -> Self {
+        self.heartbeat = Some(Heartbeat { interval, grace });
+        self
+    }
+
+    /// Re-enqueues trials failed as stale, with the same parameters, up to
+    /// `policy.max_retries` times each (needs [`StudyBuilder::heartbeat`]).
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = Some(policy);
+        self
+    }
+
     /// Creates the study, or loads it when `load_if_exists` is set.
     pub fn build(self) -> Result<Study> {
-        let storage = self
-            .storage
-            .unwrap_or_else(|| Arc::new(InMemoryStorage::new()));
+        let storage = match (self.storage, &self.storage_url) {
+            (Some(s), _) => s,
+            (None, Some(url)) => crate::storage::storage_from_url(url)?,
+            (None, None) => Arc::new(InMemoryStorage::new()),
+        };
         let name = self.name.unwrap_or_else(fresh_name);
         if let Some(ds) = &self.directions {
             if ds.is_empty() {
@@ -88,6 +118,19 @@ impl StudyBuilder {
                     "a study needs at least one direction".into(),
                 ));
             }
+        }
+        if let Some(hb) = &self.heartbeat {
+            if hb.interval.is_zero() || hb.grace <= hb.interval {
+                return Err(Error::InvalidConfig(format!(
+                    "heartbeat interval {:?} must be positive and shorter than the grace period {:?}",
+                    hb.interval, hb.grace
+                )));
+            }
+        }
+        if self.retry.is_some() && self.heartbeat.is_none() {
+            return Err(Error::InvalidConfig(
+                "a retry policy re-runs trials failed by heartbeat expiry; set `heartbeat(interval, grace)` too".into(),
+            ));
         }
         let requested = self
             .directions
@@ -125,16 +168,20 @@ impl StudyBuilder {
                     .pruner
                     .unwrap_or_else(|| Arc::new(MedianPruner::default())),
                 stop: AtomicBool::new(false),
+                heartbeat: self.heartbeat,
+                retry: self.retry,
+                beats: Mutex::new(Default::default()),
             }),
         })
     }
 
     /// Loads an existing study; its name must exist in the storage.
     pub fn load(self) -> Result<Study> {
-        let storage = self
-            .storage
-            .clone()
-            .unwrap_or_else(|| Arc::new(InMemoryStorage::new()));
+        let storage = match (self.storage.clone(), &self.storage_url) {
+            (Some(s), _) => s,
+            (None, Some(url)) => crate::storage::storage_from_url(url)?,
+            (None, None) => Arc::new(InMemoryStorage::new()),
+        };
         let name = self
             .name
             .clone()

@@ -2,12 +2,14 @@
 
 mod builder;
 mod direction;
+mod heartbeat;
 mod optimize;
 mod pareto;
 mod view;
 
 pub use self::builder::StudyBuilder;
 pub use self::direction::Direction;
+pub use self::heartbeat::{Heartbeat, RetryPolicy, FAILED_TRIAL_ATTR, RETRY_HISTORY_ATTR};
 pub use self::optimize::Optimize;
 pub use self::view::StudyView;
 
@@ -18,9 +20,9 @@ use crate::sampler::Sampler;
 use crate::storage::Storage;
 use crate::trial::{FailureKind, FrozenTrial, IntoTrialResult, Trial, TrialError, TrialState};
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// System attribute of an enqueued trial holding its fixed parameters (Optuna's key).
 pub const FIXED_PARAMS_ATTR: &str = "fixed_params";
@@ -34,6 +36,10 @@ pub(crate) struct StudyCore {
     pub(crate) sampler: Arc<dyn Sampler>,
     pub(crate) pruner: Arc<dyn Pruner>,
     pub(crate) stop: AtomicBool,
+    pub(crate) heartbeat: Option<Heartbeat>,
+    pub(crate) retry: Option<RetryPolicy>,
+    /// Heartbeat threads of this handle's running trials, by trial id.
+    pub(crate) beats: Mutex<HashMap<u64, heartbeat::HeartbeatThread>>,
 }
 
 impl StudyCore {
@@ -125,12 +131,23 @@ impl Study {
 
     /// Starts a trial: claims an enqueued (WAITING) trial if there is one,
     /// otherwise creates a new RUNNING trial. The caller owns it until [`Study::tell`].
+    ///
+    /// With heartbeats on, first fails stale trials ([`Study::fail_stale_trials`])
+    /// and then beats for the new trial on its own thread until it is told.
     pub fn ask(&self) -> Result<Trial> {
         let storage = &self.core.storage;
+        if self.core.heartbeat.is_some() {
+            self.fail_stale_trials()?;
+        }
         let frozen = match storage.claim_waiting_trial(self.core.id)? {
             Some(t) => t,
             None => storage.create_trial(self.core.id, None)?,
         };
+        if let Some(hb) = self.core.heartbeat {
+            let beat =
+                heartbeat::HeartbeatThread::start(Arc::clone(storage), &frozen, hb.interval)?;
+            self.core.beats.lock()?.insert(frozen.id, beat);
+        }
         Trial::start(Arc::clone(&self.core), frozen)
     }
 
@@ -192,9 +209,22 @@ impl Study {
                     fail(FailureKind::Panic, format!("the objective panicked: {m}"))
                 }
             };
-        let finished = core
+        // Stop beating first, so a heartbeat never races the final write.
+        let beat = core.beats.lock()?.remove(&frozen.id);
+        drop(beat);
+        let finished = match core
             .storage
-            .finish_trial(frozen.id, state, values.as_deref(), &attrs)?;
+            .finish_trial(frozen.id, state, values.as_deref(), &attrs)
+        {
+            // Presumed dead and failed as stale by another worker: its record stands.
+            Err(Error::TrialFinished { .. })
+                if core.storage.trial(frozen.id)?.failure() == Some(FailureKind::Stale) =>
+            {
+                tracing::warn!(study = %core.name, "trial {} was failed as stale before it finished", frozen.number);
+                core.storage.trial(frozen.id)?
+            }
+            other => other?,
+        };
         let history = core.storage.trials(core.id)?;
         let view = core.sampler_view(&history, &finished);
         core.sampler.after_trial(&view, &finished);

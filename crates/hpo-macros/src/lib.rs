@@ -1,0 +1,175 @@
+//! # hpo-macros: typed search spaces
+//!
+//! `#[search_space]` turns a plain struct into an `hpo::SearchSpace`;
+//! `#[derive(Choice)]` makes an enum's unit variants the choices of a
+//! parameter. Use them through the `hpo` facade (`#[hpo::search_space]`,
+//! `#[derive(hpo::Choice)]`); the generated code names only
+//! `::hpo::__private::..` (override with `#[search_space(crate = "path")]`).
+//!
+//! ## Design
+//!
+//! The attribute is a pipeline, after thiserror's implementation:
+//!
+//! * `attr.rs` parses `#[param(..)]`, `#[constraint(..)]` and the macro's own
+//!   arguments into values that keep their spans;
+//! * `ast.rs` builds a typed model of the struct that borrows from syn and
+//!   checks everything about one field alone (kind against type, ranges,
+//!   choices, `active_if` against `Option`);
+//! * `valid.rs` holds only the rules between fields (conditions read earlier
+//!   fields; narrowings can hold);
+//! * `expand.rs` generates the impl; `fallback.rs` is what is emitted beside
+//!   the errors, so the user sees our errors and not a cascade.
+//!
+//! Every mistake is collected in a `Ctxt` and reported in one compile, each at
+//! the tokens the user must change. The struct itself is emitted unchanged
+//! except for the helper attributes, so derives, serde attributes, docs and
+//! visibility are the user's.
+
+mod ast;
+mod attr;
+mod choice;
+mod ctxt;
+mod expand;
+mod fallback;
+mod symbol;
+mod text;
+mod ty;
+mod valid;
+
+use proc_macro::TokenStream;
+
+/// Turns a struct into a typed search space (`impl hpo::SearchSpace`).
+///
+/// See the book chapter "Search spaces" for every field kind and constraint
+/// form. In short:
+///
+/// ```ignore
+/// #[hpo::search_space]
+/// #[constraint(if model.is_heavy() { batch_size <= 16, max_len <= 384 })]
+/// #[derive(Debug, Clone)]
+/// struct Criteria {
+///     #[param(choice)]                             model: Backbone,
+///     #[param(float(1e-6..=5e-4, log))]            lr: f64,
+///     #[param(choice(8, 16, 32, 64))]              batch_size: usize,
+///     #[param(int(128..=512, step = 32))]          max_len: usize,
+///     #[param(int(0..=3))]                         head_layers: usize,
+///     #[param(int(64..=1024, log), active_if = head_layers > 0)]
+///     head_hidden: Option<usize>,
+///     #[param(fixed = 100)]                        epochs: usize,
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn search_space(args: TokenStream, input: TokenStream) -> TokenStream {
+    expand_search_space(args.into(), input.into()).into()
+}
+
+fn expand_search_space(
+    args: proc_macro2::TokenStream,
+    input: proc_macro2::TokenStream,
+) -> proc_macro2::TokenStream {
+    let item: syn::ItemStruct = match syn::parse2(input.clone()) {
+        Ok(item) => item,
+        Err(_) => {
+            let err = syn::Error::new(
+                proc_macro2::Span::call_site(),
+                "#[search_space] applies to a struct with named fields",
+            );
+            let mut out = err.to_compile_error();
+            out.extend(input);
+            return out;
+        }
+    };
+    let cx = ctxt::Ctxt::new();
+    let krate = attr::parse_macro_args(&cx, args);
+    let input = ast::Input::from_syn(&cx, &item, krate);
+    valid::check(&cx, &input);
+    match cx.check() {
+        Ok(()) => expand::expand(&input),
+        Err(e) => {
+            let mut out = e.to_compile_error();
+            out.extend(fallback::fallback(&input));
+            out
+        }
+    }
+}
+
+/// Makes an enum of unit variants usable as `#[param(choice)]`.
+///
+/// Each variant is a choice, stored under its name (`"BertBase"`).
+/// `#[choice(crate = "path")]` overrides the path of the `hpo` facade.
+#[proc_macro_derive(Choice, attributes(choice))]
+pub fn derive_choice(input: TokenStream) -> TokenStream {
+    match syn::parse::<syn::DeriveInput>(input) {
+        Ok(input) => choice::derive(&input).into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::expand_search_space;
+    use quote::quote;
+
+    fn criteria() -> proc_macro2::TokenStream {
+        quote! {
+            #[constraint(if model.is_heavy() { batch_size <= 16 })]
+            #[derive(Debug)]
+            pub struct Criteria {
+                #[param(choice)] model: Backbone,
+                #[param(choice(8, 16, 32))] batch_size: usize,
+                #[param(int(0..=3))] layers: u8,
+                #[param(int(8..=64), active_if = layers > 0)] width: Option<u32>,
+                #[param(fixed = 100)] epochs: usize,
+            }
+        }
+    }
+
+    #[test]
+    fn generated_code_names_hpo_only_under_private() {
+        let out = expand_search_space(quote!(), criteria()).to_string();
+        assert!(!out.contains("compile_error"), "{out}");
+        let hpo_paths = out.matches(":: hpo ::").count();
+        assert!(hpo_paths > 10);
+        assert_eq!(
+            out.matches(":: hpo :: __private").count(),
+            hpo_paths,
+            "{out}"
+        );
+        // The user's struct keeps its derive and visibility, without helper attributes.
+        assert!(
+            out.contains("# [derive (Debug)] pub struct Criteria"),
+            "{out}"
+        );
+        assert!(
+            !out.contains("# [param") && !out.contains("# [constraint"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn the_crate_override_replaces_every_path() {
+        let out = expand_search_space(quote!(crate = "my::engine"), criteria()).to_string();
+        assert!(!out.contains(":: hpo ::"), "{out}");
+        assert!(
+            out.contains("my :: engine :: __private :: SearchSpace"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn every_mistake_is_reported_in_one_expansion_beside_a_fallback() {
+        let input = quote! {
+            struct S {
+                #[param(flaot(0.0..=1.0))] a: f64,
+                #[param(int(5..=1))] b: u32,
+                #[param(choice())] c: usize,
+                d: u32,
+            }
+        };
+        let out = expand_search_space(quote!(), input).to_string();
+        assert_eq!(out.matches("compile_error").count(), 4, "{out}");
+        // The fallback still defines the struct and an impl, so user code type-checks.
+        assert!(out.contains("struct S"), "{out}");
+        assert!(out.contains("unreachable"), "{out}");
+    }
+}

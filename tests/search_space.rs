@@ -1,0 +1,414 @@
+//! Behaviour of `#[hpo::search_space]`: constraints hold for every sampled
+//! configuration, optional parameters follow their conditions, configurations
+//! round-trip through parameters and enqueued trials, and a sampler learns a
+//! constrained space.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use hpo::{
+    Direction, FailureKind, ParamKind, ParamValue, RandomSampler, SearchSpace, Study, Trial,
+    TrialError, TrialState,
+};
+use std::collections::BTreeMap;
+
+// ANCHOR: criteria
+#[derive(Debug, Clone, Copy, PartialEq, hpo::Choice)]
+enum Backbone {
+    BertBase,
+    RobertaBase,
+    DebertaV3Base,
+    BertLarge,
+    RobertaLarge,
+    DebertaV3Large,
+}
+
+impl Backbone {
+    fn is_heavy(self) -> bool {
+        matches!(
+            self,
+            Self::BertLarge | Self::RobertaLarge | Self::DebertaV3Large
+        )
+    }
+}
+
+#[hpo::search_space]
+#[constraint(if model.is_heavy() { batch_size <= 16, max_len <= 384, grad_accum <= 4 })]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+struct Criteria {
+    #[param(choice)]
+    model: Backbone,
+    #[param(float(1e-6..=5e-4, log))]
+    lr: f64,
+    #[param(choice(8, 12, 16, 24, 32, 48, 64))]
+    batch_size: usize,
+    #[param(int(128..=512, step = 32))]
+    max_len: usize,
+    #[param(int(1..=8))]
+    grad_accum: usize,
+    #[param(int(0..=3))]
+    head_layers: usize,
+    #[param(int(64..=1024, log), active_if = head_layers > 0)]
+    head_hidden: Option<usize>,
+    #[param(fixed = 100)]
+    epochs: usize,
+}
+// ANCHOR_END: criteria
+
+impl serde::Serialize for Backbone {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(hpo::ChoiceEnum::name(self))
+    }
+}
+
+fn random_study(seed: u64) -> Study {
+    Study::builder()
+        .direction(Direction::Minimize)
+        .sampler(RandomSampler::seeded(seed))
+        .build()
+        .unwrap()
+}
+
+fn sample_one<S: SearchSpace>(study: &Study) -> (S, Trial) {
+    let mut trial = study.ask().unwrap();
+    let config = S::sample(&mut trial).unwrap();
+    (config, trial)
+}
+
+fn check_criteria(c: &Criteria) {
+    if c.model.is_heavy() {
+        assert!(c.batch_size <= 16, "{c:?}");
+        assert!(c.max_len <= 384, "{c:?}");
+        assert!(c.grad_accum <= 4, "{c:?}");
+    }
+    assert!([8, 12, 16, 24, 32, 48, 64].contains(&c.batch_size));
+    assert!(
+        (128..=512).contains(&c.max_len) && c.max_len.is_multiple_of(32),
+        "{c:?}"
+    );
+    assert!((1e-6..=5e-4).contains(&c.lr));
+    assert_eq!(c.head_hidden.is_some(), c.head_layers > 0, "{c:?}");
+    if let Some(h) = c.head_hidden {
+        assert!((64..=1024).contains(&h));
+    }
+    assert_eq!(c.epochs, 100);
+}
+
+#[test]
+fn every_sampled_config_satisfies_the_heavy_model_rule() {
+    let mut heavy = 0;
+    let mut light_big_batch = 0;
+    for seed in 0..40 {
+        let study = random_study(seed);
+        for _ in 0..10 {
+            let (c, trial): (Criteria, _) = sample_one(&study);
+            check_criteria(&c);
+            // What the trial stored matches the config, under the declared distributions.
+            assert_eq!(Criteria::from_params(&trial.params()).unwrap(), c);
+            let stored = trial
+                .frozen()
+                .distributions
+                .get("batch_size")
+                .unwrap()
+                .clone();
+            assert_eq!(
+                Some(&stored),
+                Criteria::describe().distribution("batch_size")
+            );
+            heavy += usize::from(c.model.is_heavy());
+            light_big_batch += usize::from(!c.model.is_heavy() && c.batch_size > 16);
+            study.tell(trial, 0.0).unwrap();
+        }
+    }
+    // Both sides of the condition were exercised.
+    assert!(
+        heavy > 20 && light_big_batch > 20,
+        "heavy={heavy} light_big_batch={light_big_batch}"
+    );
+}
+
+#[test]
+fn inactive_options_are_none_exactly_when_their_condition_is_false() {
+    let study = random_study(7);
+    let (mut none, mut some) = (0, 0);
+    for _ in 0..200 {
+        let (c, trial): (Criteria, _) = sample_one(&study);
+        assert_eq!(c.head_hidden.is_some(), c.head_layers > 0);
+        // An inactive parameter is not suggested at all.
+        assert_eq!(
+            trial.params().contains_key("head_hidden"),
+            c.head_layers > 0
+        );
+        if c.head_hidden.is_some() {
+            some += 1
+        } else {
+            none += 1
+        }
+        study.tell(trial, 1.0).unwrap();
+    }
+    assert!(none > 10 && some > 10);
+}
+
+#[test]
+fn from_params_inverts_to_params() {
+    let study = random_study(11);
+    for _ in 0..100 {
+        let (c, trial): (Criteria, _) = sample_one(&study);
+        let params: BTreeMap<String, ParamValue> = c.to_params().into_iter().collect();
+        assert_eq!(Criteria::from_params(&params).unwrap(), c);
+        assert_eq!(params, trial.params());
+        study.tell(trial, 1.0).unwrap();
+    }
+}
+
+#[test]
+fn an_enqueued_config_is_sampled_back() {
+    let study = random_study(3);
+    let warm = Criteria {
+        model: Backbone::DebertaV3Large,
+        lr: 2e-5,
+        batch_size: 12,
+        max_len: 320,
+        grad_accum: 3,
+        head_layers: 2,
+        head_hidden: Some(300),
+        epochs: 100,
+    };
+    study.enqueue(warm.to_params()).unwrap();
+    let (c, trial): (Criteria, _) = sample_one(&study);
+    assert_eq!(c, warm);
+    study.tell(trial, 0.5).unwrap();
+    let best = Criteria::from_params(&study.best_trial().unwrap().typed_params()).unwrap();
+    assert_eq!(best, warm);
+}
+
+#[test]
+fn from_params_names_the_missing_or_wrong_parameter() {
+    let mut params: BTreeMap<String, ParamValue> = BTreeMap::new();
+    params.insert("model".into(), "BertXXL".into());
+    let err = Criteria::from_params(&params).unwrap_err().to_string();
+    assert!(
+        err.contains("`model`") && err.contains("BertXXL") && err.contains("Criteria"),
+        "{err}"
+    );
+    params.insert("model".into(), "BertBase".into());
+    let err = Criteria::from_params(&params).unwrap_err().to_string();
+    assert!(err.contains("`lr`") && err.contains("missing"), "{err}");
+}
+
+#[test]
+fn the_description_lists_fields_and_constraints() {
+    let d = Criteria::describe();
+    let names: Vec<&str> = d.params.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "model",
+            "lr",
+            "batch_size",
+            "max_len",
+            "grad_accum",
+            "head_layers",
+            "head_hidden",
+            "epochs"
+        ]
+    );
+    assert_eq!(
+        d.constraints,
+        ["if model.is_heavy() { batch_size <= 16, max_len <= 384, grad_accum <= 4 }"]
+    );
+    match &d.param("head_hidden").unwrap().kind {
+        ParamKind::Searched { active_if, .. } => {
+            assert_eq!(active_if.as_deref(), Some("head_layers > 0"))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        matches!(&d.param("epochs").unwrap().kind, ParamKind::Fixed { value } if value == "100")
+    );
+    let text = d.to_string();
+    assert!(
+        text.contains("choice(\"BertBase\", \"RobertaBase\""),
+        "{text}"
+    );
+    assert!(text.contains("int[128, 512] step 32"), "{text}");
+    assert!(text.contains("(only if head_layers > 0)"), "{text}");
+    assert!(d.problems.is_empty());
+}
+
+/// Every field kind, with narrowings of each form, including two rules that
+/// can contradict each other at run time.
+#[derive(Debug, Clone, Copy, PartialEq, hpo::Choice)]
+enum Opt {
+    Adam,
+    Sgd,
+    Lion,
+}
+
+#[hpo::search_space]
+#[constraint(if optimizer == Opt::Sgd { momentum >= 0.5, warmup == false, name in ["a", "b"] })]
+#[constraint(if small { width <= 64, ratio <= 0.25, depth in [1, 2], fallback in [Opt::Adam, Opt::Lion] })]
+#[constraint(if tight { width >= 128 })]
+#[derive(Debug, Clone, PartialEq)]
+struct Everything {
+    #[param(choice)]
+    optimizer: Opt,
+    #[param(bool)]
+    small: bool,
+    #[param(bool)]
+    tight: bool,
+    #[param(choice)]
+    fallback: Opt,
+    #[param(float(0.0..=0.99))]
+    momentum: f32,
+    #[param(float(0.0..=1.0, step = 0.125))]
+    ratio: f64,
+    #[param]
+    warmup: bool,
+    #[param(choice("a", "b", "c"))]
+    name: String,
+    #[param(choice("x", "y"))]
+    tag: &'static str,
+    #[param(choice(0.5, 1, 2.5))]
+    scale: f64,
+    #[param(int(-8..=256))]
+    width: i16,
+    #[param(choice(1, 2, 3, 4))]
+    depth: u8,
+    #[param(int(1..=64, log), active_if = depth > 2 && !small)]
+    extra: Option<u64>,
+    #[param(choice(true, false), active_if = optimizer != Opt::Lion)]
+    nesterov: Option<bool>,
+    #[param(default)]
+    notes: Vec<String>,
+    #[param(fixed = Some(3))]
+    seed: Option<u32>,
+}
+
+#[test]
+fn every_field_kind_samples_within_its_narrowed_support() {
+    let mut infeasible = 0;
+    let mut complete = 0;
+    for seed in 0..30 {
+        let study = random_study(seed);
+        for _ in 0..10 {
+            let mut trial = study.ask().unwrap();
+            match Everything::sample(&mut trial) {
+                Ok(e) => {
+                    complete += 1;
+                    if e.optimizer == Opt::Sgd {
+                        assert!(e.momentum >= 0.5 && !e.warmup && e.name != "c", "{e:?}");
+                    }
+                    if e.small {
+                        assert!(e.width <= 64 && e.ratio <= 0.25 && e.depth <= 2, "{e:?}");
+                        assert_ne!(e.fallback, Opt::Sgd, "{e:?}");
+                    }
+                    if e.tight {
+                        assert!(e.width >= 128, "{e:?}");
+                    }
+                    assert!((e.ratio * 8.0).fract() == 0.0);
+                    assert!((-8..=256).contains(&e.width));
+                    assert_eq!(e.extra.is_some(), e.depth > 2 && !e.small);
+                    assert_eq!(e.nesterov.is_some(), e.optimizer != Opt::Lion);
+                    assert_eq!((e.notes.len(), e.seed), (0, Some(3)));
+                    let params: BTreeMap<_, _> = e.to_params().into_iter().collect();
+                    assert_eq!(Everything::from_params(&params).unwrap(), e);
+                    // f32 fields store the sampled f64; both rebuild the same config.
+                    assert_eq!(Everything::from_params(&trial.params()).unwrap(), e);
+                    study.tell(trial, 0.0).unwrap();
+                }
+                Err(err) => {
+                    // small && tight: width <= 64 and width >= 128 cannot both hold.
+                    let msg = err.to_string();
+                    assert!(matches!(err, TrialError::Infeasible(_)), "{msg}");
+                    assert!(msg.contains("`width`"), "{msg}");
+                    assert!(
+                        msg.contains(
+                            "if small { width <= 64, ratio <= 0.25, depth in [1, 2], fallback"
+                        ),
+                        "{msg}"
+                    );
+                    assert!(msg.contains("if tight { width >= 128 }"), "{msg}");
+                    let t = study.tell(trial, Err::<f64, _>(err)).unwrap();
+                    assert_eq!(t.state, TrialState::Fail);
+                    assert_eq!(t.failure(), Some(FailureKind::Infeasible));
+                    infeasible += 1;
+                }
+            }
+        }
+    }
+    assert!(
+        infeasible > 10 && complete > 100,
+        "infeasible={infeasible} complete={complete}"
+    );
+}
+
+/// A toy objective over the constrained space: the optimum is a heavy model
+/// (which the constraint forces to small batches) with lr near 1e-4.
+fn toy(c: &Criteria) -> f64 {
+    let model = if c.model == Backbone::DebertaV3Large {
+        0.0
+    } else {
+        1.0
+    };
+    let lr = (c.lr.log10() + 4.0).powi(2);
+    let batch = (c.batch_size as f64 - 16.0).abs() / 16.0;
+    let len = (c.max_len as f64 - 384.0).abs() / 256.0;
+    model + lr + batch + len + 0.1 * c.grad_accum as f64
+}
+
+/// The sampler for the convergence test. The default sampler is still
+/// `RandomSampler` (unseeded) on this branch; a seeded one keeps the test
+/// deterministic. Switch to the default once it is TPE.
+fn converging_sampler() -> RandomSampler {
+    RandomSampler::seeded(2024)
+}
+
+#[test]
+fn a_sampler_finds_a_good_region_of_a_constrained_space() {
+    let study = Study::builder()
+        .direction(Direction::Minimize)
+        .sampler(converging_sampler())
+        .build()
+        .unwrap();
+    study
+        .optimize(150, |trial| -> Result<f64, TrialError> {
+            let c = Criteria::sample(trial)?;
+            Ok(toy(&c))
+        })
+        .unwrap();
+    let best = Criteria::from_params(&study.best_trial().unwrap().typed_params()).unwrap();
+    check_criteria(&best);
+    // The constraint forces batch_size <= 16 for the best model; a good value
+    // needs the heavy model, a near-optimal lr and the largest allowed length.
+    let value = toy(&best);
+    assert!(value < 0.9, "best {value} with {best:?}");
+}
+
+/// A crate that re-exports `hpo` elsewhere points the macros at it.
+mod reexport {
+    pub use hpo as engine;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, hpo::Choice)]
+#[choice(crate = "crate::reexport::engine")]
+enum Act {
+    Relu,
+    Gelu,
+}
+
+#[hpo::search_space(crate = "crate::reexport::engine")]
+#[derive(Debug, PartialEq)]
+struct Reexported {
+    #[param(choice)]
+    act: Act,
+    #[param(int(1..=4))]
+    layers: u8,
+}
+
+#[test]
+fn the_crate_path_can_be_overridden() {
+    let study = random_study(5);
+    let (c, trial): (Reexported, _) = sample_one(&study);
+    assert_eq!(Reexported::from_params(&trial.params()).unwrap(), c);
+    assert_eq!(trial.params().len(), 2);
+}
