@@ -100,12 +100,16 @@ fn main() -> anyhow::Result<()> {
         let seconds = started.elapsed().as_secs_f64();
         let tokens = (steps * BATCH * LEN) as f64;
         let tokens_per_s = tokens / seconds;
-        let embedding = (config.vocab_size + config.max_position + config.type_vocab_size) * config.hidden;
+        let embedding =
+            (config.vocab_size + config.max_position + config.type_vocab_size) * config.hidden;
         let non_embedding = (config.num_params() - embedding) as f64;
-        let flops_per_token = 6.0 * non_embedding + 12.0 * (config.layers * LEN * config.hidden) as f64;
+        let flops_per_token =
+            6.0 * non_embedding + 12.0 * (config.layers * LEN * config.hidden) as f64;
         let achieved = flops_per_token * tokens_per_s;
         let estimate = estimate_training_memory(&config, BATCH, LEN, Precision::F32).total();
-        let measured = process_peak_rss().filter(|_| reset).map(|p| p.saturating_sub(base_rss));
+        let measured = process_peak_rss()
+            .filter(|_| reset)
+            .map(|p| p.saturating_sub(base_rss));
         let row = json!({
             "preset": preset.name(),
             "params": config.num_params(),
@@ -133,12 +137,19 @@ fn main() -> anyhow::Result<()> {
         "peak_gflops": peak / 1e9,
         "rows": rows,
     });
-    std::fs::write(format!("{out_dir}/training.json"), serde_json::to_string_pretty(&report)?)?;
+    std::fs::write(
+        format!("{out_dir}/training.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
     let mut md = String::from(
         "| preset | params | batch x len | tokens/s | GFLOP/s | MFU | estimated peak | measured peak RSS |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for r in &rows {
-        let mib = |v: &serde_json::Value| v.as_u64().map_or("n/a".to_string(), |b| format!("{:.0} MiB", b as f64 / 1048576.0));
+        let mib = |v: &serde_json::Value| {
+            v.as_u64().map_or("n/a".to_string(), |b| {
+                format!("{:.0} MiB", b as f64 / 1048576.0)
+            })
+        };
         md.push_str(&format!(
             "| {} | {:.2}M | {} x {} | {:.0} | {:.1} | {:.1}% | {} | {} |\n",
             r["preset"].as_str().unwrap_or(""),

@@ -4,7 +4,10 @@
 //! cargo run --release -p hpo-burn --example fit_vader -- [PRESET] [EPOCHS] [LR] [TRAIN_LIMIT] [MAX_LEN] [BATCH] [balanced|plain]
 //! ```
 
-use hpo_burn::{load_tsv, run, Cpu, MemoryGuard, Pooling, Preset, Recorder, RunSpec, TextTask, TrainConfig, TsvSpec};
+use hpo_burn::{
+    load_tsv, run, Cpu, MemoryGuard, Pooling, Preset, Recorder, RunSpec, TextTask, TrainConfig,
+    TsvSpec,
+};
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -19,7 +22,9 @@ fn main() -> anyhow::Result<()> {
     let data = load_tsv(path, &TsvSpec::single("text", "label").with_positive("neg"))?;
     let (mut train, valid) = data.split_stratified(0.2, 42)?;
     if limit > 0 && limit < train.examples.len() {
-        train = train.split_stratified(1.0 - limit as f64 / train.examples.len() as f64, 42)?.0;
+        train = train
+            .split_stratified(1.0 - limit as f64 / train.examples.len() as f64, 42)?
+            .0;
     }
     let task = TextTask::new(train, valid, None, hpo_burn::DEFAULT_TRAINED_VOCAB)?;
     println!("vocab {}", task.tokenizer.vocab_size());
@@ -39,11 +44,23 @@ fn main() -> anyhow::Result<()> {
         },
     };
     let t = std::time::Instant::now();
-    let report = run::<Cpu, _>(&task, &spec, MemoryGuard::Unlimited, &Default::default(), &mut Recorder::new())?;
+    let report = run::<Cpu, _>(
+        &task,
+        &spec,
+        MemoryGuard::Unlimited,
+        &Default::default(),
+        &mut Recorder::new(),
+    )?;
     for e in &report.history {
         println!(
             "epoch {} loss {:.4} valid acc {:.3} macro-F1 {:.3} ({:.1}s, {} tokens, {} padded)",
-            e.epoch, e.train_loss, e.valid.accuracy, e.valid.macro_f1, e.train_seconds, e.tokens, e.padded_tokens
+            e.epoch,
+            e.train_loss,
+            e.valid.accuracy,
+            e.valid.macro_f1,
+            e.train_seconds,
+            e.tokens,
+            e.padded_tokens
         );
     }
     println!("total {:.1}s", t.elapsed().as_secs_f64());

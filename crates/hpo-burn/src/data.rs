@@ -347,9 +347,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("only one label"), "{e}");
-        let e = parse("text\tlabel\na\tpos\n", &TsvSpec::pair("criterion", "text", "label"))
-            .unwrap_err()
-            .to_string();
+        let e = parse(
+            "text\tlabel\na\tpos\n",
+            &TsvSpec::pair("criterion", "text", "label"),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("no column \"criterion\""), "{e}");
     }
 
@@ -357,7 +360,10 @@ mod tests {
     fn stratified_split_is_deterministic_and_balanced() {
         let mut s = String::from("text\tlabel\n");
         for i in 0..100 {
-            s.push_str(&format!("t{i}\t{}\n", if i % 4 == 0 { "neg" } else { "pos" }));
+            s.push_str(&format!(
+                "t{i}\t{}\n",
+                if i % 4 == 0 { "neg" } else { "pos" }
+            ));
         }
         let d = parse(&s, &TsvSpec::auto()).unwrap();
         let (t1, v1) = d.split_stratified(0.2, 7).unwrap();

@@ -85,7 +85,8 @@ pub fn estimate_training_memory(
         model.intermediate as u64,
         model.heads as u64,
     );
-    let per_layer = e * (s * b * (8 * h + 2 * f) + 2 * a * s * s * b) + 2 * s * b * h + a * s * s * b;
+    let per_layer =
+        e * (s * b * (8 * h + 2 * f) + 2 * a * s * s * b) + 2 * s * b * h + a * s * s * b;
     // Embedding sum, its norm and dropout, pooled output and logits.
     let outside = e * (4 * s * b * h + b * (h + model.num_classes as u64)) + s * b * h;
     MemoryEstimate {
@@ -241,7 +242,10 @@ mod tests {
         let need = estimate_training_memory(&m, 8, 64, Precision::F32).total();
         let guard = MemoryGuard::simulated(need);
         assert!(guard.check(&m, 8, 64).is_ok());
-        assert!(matches!(guard.check(&m, 16, 64), Err(Error::OutOfMemory(_))));
+        assert!(matches!(
+            guard.check(&m, 16, 64),
+            Err(Error::OutOfMemory(_))
+        ));
         assert!(MemoryGuard::Unlimited.check(&m, 1 << 20, 512).is_ok());
     }
 

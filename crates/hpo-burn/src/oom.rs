@@ -105,7 +105,10 @@ mod tests {
             Error::Device(_)
         ));
         let other = classify("index out of bounds").to_string();
-        assert!(other.contains("backend panicked: index out of bounds"), "{other}");
+        assert!(
+            other.contains("backend panicked: index out of bounds"),
+            "{other}"
+        );
     }
 
     #[test]

@@ -42,8 +42,14 @@ pub const KEY_MAPPING: [(&str, &str); 14] = [
     (r"LayerNorm\.weight$", "LayerNorm.gamma"),
     (r"LayerNorm\.bias$", "LayerNorm.beta"),
     (r"^embeddings\.word_embeddings\.", "embeddings.token."),
-    (r"^embeddings\.position_embeddings\.", "embeddings.position."),
-    (r"^embeddings\.token_type_embeddings\.", "embeddings.segment."),
+    (
+        r"^embeddings\.position_embeddings\.",
+        "embeddings.position.",
+    ),
+    (
+        r"^embeddings\.token_type_embeddings\.",
+        "embeddings.segment.",
+    ),
     (r"^embeddings\.LayerNorm\.", "embeddings.norm."),
     (
         r"^encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.",
@@ -157,7 +163,9 @@ impl Checkpoint {
             )));
         }
         if !dir.join("model.safetensors").is_file() {
-            return Err(fail("no model.safetensors (convert .bin checkpoints to safetensors first)".into()));
+            return Err(fail(
+                "no model.safetensors (convert .bin checkpoints to safetensors first)".into(),
+            ));
         }
         Ok(Checkpoint { dir, config })
     }

@@ -98,7 +98,10 @@ impl TextTokenizer {
 
     /// Trains an uncased WordPiece vocabulary of at most `vocab_size` tokens
     /// from `texts` (deterministic for the same texts).
-    pub fn train<'a>(texts: impl Iterator<Item = &'a str> + Send, vocab_size: usize) -> Result<Self> {
+    pub fn train<'a>(
+        texts: impl Iterator<Item = &'a str> + Send,
+        vocab_size: usize,
+    ) -> Result<Self> {
         let mut inner = Tokenizer::new(WordPiece::default());
         inner
             .with_normalizer(Some(BertNormalizer::new(true, true, None, true)))
@@ -124,7 +127,9 @@ impl TextTokenizer {
     fn finish(mut inner: Tokenizer) -> Result<Self> {
         let id = |t: &str| {
             inner.token_to_id(t).ok_or_else(|| {
-                Error::Tokenizer(format!("vocabulary has no {t} token (not a BERT vocabulary?)"))
+                Error::Tokenizer(format!(
+                    "vocabulary has no {t} token (not a BERT vocabulary?)"
+                ))
             })
         };
         let (pad_id, cls, sep) = (id("[PAD]")?, id("[CLS]")?, id("[SEP]")?);
@@ -235,7 +240,9 @@ mod tests {
         std::fs::write(dir.path().join("vocab.txt"), vocab).unwrap();
         let tok = TextTokenizer::from_dir(dir.path()).unwrap();
         assert_eq!(tok.vocab_size(), 9);
-        let e = tok.encode(&Text::Single("I feel SADly happy".into()), 32).unwrap();
+        let e = tok
+            .encode(&Text::Single("I feel SADly happy".into()), 32)
+            .unwrap();
         assert_eq!(e.ids, vec![2, 5, 6, 7, 8, 1, 3]);
         let missing = TextTokenizer::from_vocab_file(dir.path().join("nope.txt"), true);
         assert!(missing.unwrap_err().to_string().contains("nope.txt"));

@@ -216,7 +216,8 @@ impl ModelConfig {
     pub fn num_params(&self) -> usize {
         let h = self.hidden;
         let embeddings = (self.vocab_size + self.max_position + self.type_vocab_size) * h + 2 * h;
-        let layer = 4 * (h * h + h) + (h * self.intermediate + self.intermediate)
+        let layer = 4 * (h * h + h)
+            + (h * self.intermediate + self.intermediate)
             + (self.intermediate * h + h)
             + 4 * h;
         let pooler = h * h + h;
@@ -256,7 +257,10 @@ impl ModelConfig {
         if self.head_layers > 0 && self.head_width == 0 {
             problems.push("head_width must be positive when head_layers > 0".into());
         }
-        for (name, p) in [("dropout", self.dropout), ("head_dropout", self.head_dropout)] {
+        for (name, p) in [
+            ("dropout", self.dropout),
+            ("head_dropout", self.head_dropout),
+        ] {
             if !(0.0..1.0).contains(&p) {
                 problems.push(format!("{name} {p} is outside [0, 1)"));
             }
@@ -295,6 +299,9 @@ mod tests {
         let mut c = ModelConfig::new(100, 2, 2, 130, 4, 64);
         c.dropout = 1.5;
         let err = c.validate().unwrap_err().to_string();
-        assert!(err.contains("not divisible") && err.contains("dropout 1.5"), "{err}");
+        assert!(
+            err.contains("not divisible") && err.contains("dropout 1.5"),
+            "{err}"
+        );
     }
 }

@@ -115,10 +115,16 @@ impl TrainConfig {
             problems.push("min_micro_batch must be positive".into());
         }
         if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
-            problems.push(format!("learning rate {} must be positive", self.learning_rate));
+            problems.push(format!(
+                "learning rate {} must be positive",
+                self.learning_rate
+            ));
         }
         if !(0.0..=1.0).contains(&self.warmup_ratio) {
-            problems.push(format!("warmup ratio {} is outside [0, 1]", self.warmup_ratio));
+            problems.push(format!(
+                "warmup ratio {} is outside [0, 1]",
+                self.warmup_ratio
+            ));
         }
         if problems.is_empty() {
             Ok(())
@@ -241,7 +247,9 @@ impl<B: AutodiffBackend> Trainer<B> {
         let cfg = &self.config;
         cfg.validate()?;
         if data.train.is_empty() || data.valid.is_empty() {
-            return Err(Error::Data("training and validation sets must not be empty".into()));
+            return Err(Error::Data(
+                "training and validation sets must not be empty".into(),
+            ));
         }
         let estimate = estimate_training_memory(
             &self.model_config,
@@ -254,7 +262,11 @@ impl<B: AutodiffBackend> Trainer<B> {
         let effective = cfg.effective_batch();
         let lengths: Vec<usize> = data.train.iter().map(EncodedExample::len).collect();
         let steps_per_epoch = data.train.len().div_ceil(effective);
-        let schedule = WarmupLinear::new(cfg.learning_rate, cfg.warmup_ratio, steps_per_epoch * cfg.epochs);
+        let schedule = WarmupLinear::new(
+            cfg.learning_rate,
+            cfg.warmup_ratio,
+            steps_per_epoch * cfg.epochs,
+        );
         let mut optim = AdamWConfig::new()
             .with_weight_decay(cfg.weight_decay as f32)
             .with_grad_clipping(cfg.grad_clip.map(GradientClippingConfig::Norm))
@@ -276,7 +288,16 @@ impl<B: AutodiffBackend> Trainer<B> {
             let step0 = (epoch as usize - 1) * steps_per_epoch;
             let started = Instant::now();
             let run = loop {
-                match self.run_epoch(model.clone(), optim.clone(), epoch, micro, &plan, step0, &schedule, data) {
+                match self.run_epoch(
+                    model.clone(),
+                    optim.clone(),
+                    epoch,
+                    micro,
+                    &plan,
+                    step0,
+                    &schedule,
+                    data,
+                ) {
                     Ok(run) => break run,
                     Err(Error::OutOfMemory(message)) => {
                         B::memory_cleanup(&self.device);
@@ -475,7 +496,11 @@ impl<B: AutodiffBackend> Trainer<B> {
                     .forward(logits.clone(), batch.labels)
                     .into_scalar()
                     .to_f64();
-                let preds = logits.argmax(1).into_data().convert::<i64>().to_vec::<i64>();
+                let preds = logits
+                    .argmax(1)
+                    .into_data()
+                    .convert::<i64>()
+                    .to_vec::<i64>();
                 (loss, preds)
             })?;
             let preds = preds.map_err(|e| Error::Device(format!("reading predictions: {e:?}")))?;
@@ -505,7 +530,8 @@ mod tests {
     #[test]
     fn guarded_turns_backend_panics_into_classified_errors() {
         assert_eq!(guarded(|| 7).unwrap(), 7);
-        let oom = guarded(|| -> () { std::panic::panic_any("CUDA_ERROR_OUT_OF_MEMORY".to_string()) });
+        let oom =
+            guarded(|| -> () { std::panic::panic_any("CUDA_ERROR_OUT_OF_MEMORY".to_string()) });
         assert!(matches!(oom, Err(Error::OutOfMemory(_))));
         // A poisoned device is not an OOM: the ladder does not retry it.
         let poisoned = guarded(|| -> () { std::panic::panic_any("device-side assert triggered") });
@@ -524,6 +550,9 @@ mod tests {
             ..TrainConfig::default()
         };
         let e = bad.validate().unwrap_err().to_string();
-        assert!(e.contains("epochs") && e.contains("learning rate -1"), "{e}");
+        assert!(
+            e.contains("epochs") && e.contains("learning rate -1"),
+            "{e}"
+        );
     }
 }

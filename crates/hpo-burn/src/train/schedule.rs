@@ -16,7 +16,8 @@ impl WarmupLinear {
     /// A schedule with `warmup_ratio` of `total` steps of warm-up.
     pub fn new(peak: f64, warmup_ratio: f64, total: usize) -> Self {
         let total = total.max(1);
-        let warmup = ((warmup_ratio.clamp(0.0, 1.0) * total as f64).round() as usize).min(total - 1);
+        let warmup =
+            ((warmup_ratio.clamp(0.0, 1.0) * total as f64).round() as usize).min(total - 1);
         WarmupLinear {
             peak,
             warmup,

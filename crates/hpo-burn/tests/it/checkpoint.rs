@@ -17,9 +17,18 @@ fn hf_tensors() -> BTreeMap<String, Vec<usize>> {
     let mut add = |k: String, s: Vec<usize>| {
         t.insert(k, s);
     };
-    add("bert.embeddings.word_embeddings.weight".into(), vec![VOCAB, H]);
-    add("bert.embeddings.position_embeddings.weight".into(), vec![POS, H]);
-    add("bert.embeddings.token_type_embeddings.weight".into(), vec![2, H]);
+    add(
+        "bert.embeddings.word_embeddings.weight".into(),
+        vec![VOCAB, H],
+    );
+    add(
+        "bert.embeddings.position_embeddings.weight".into(),
+        vec![POS, H],
+    );
+    add(
+        "bert.embeddings.token_type_embeddings.weight".into(),
+        vec![2, H],
+    );
     add("bert.embeddings.LayerNorm.weight".into(), vec![H]);
     add("bert.embeddings.LayerNorm.bias".into(), vec![H]);
     for l in 0..LAYERS {
@@ -76,7 +85,12 @@ fn write_checkpoint(dir: &Path, tensors: &BTreeMap<String, Vec<usize>>) {
         .collect();
     let views: Vec<(String, TensorView<'_>)> = bytes
         .iter()
-        .map(|(n, s, d)| (n.clone(), TensorView::new(Dtype::F32, s.clone(), d).unwrap()))
+        .map(|(n, s, d)| {
+            (
+                n.clone(),
+                TensorView::new(Dtype::F32, s.clone(), d).unwrap(),
+            )
+        })
         .collect();
     serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
 }
@@ -97,13 +111,21 @@ fn loads_every_tensor_with_the_key_mapping() {
     let (model, report) = ckpt.load_into(model).unwrap();
 
     // Every backbone tensor loaded, only the head fresh, the MLM bias unused.
-    assert_eq!(report.loaded.len(), tensors.len() - 1, "{:?}", report.loaded);
+    assert_eq!(
+        report.loaded.len(),
+        tensors.len() - 1,
+        "{:?}",
+        report.loaded
+    );
     assert_eq!(report.fresh.len(), 4, "{:?}", report.fresh);
     assert!(report.fresh.iter().all(|p| p.starts_with("head.")));
     assert_eq!(report.unused, vec!["cls.predictions.bias".to_string()]);
 
     // Values: linear weights are transposed from [out, in] to [in, out].
-    let k = tensors.keys().position(|n| n == "bert.encoder.layer.1.attention.self.query.weight").unwrap();
+    let k = tensors
+        .keys()
+        .position(|n| n == "bert.encoder.layer.1.attention.self.query.weight")
+        .unwrap();
     let written = values(k, H * H);
     let loaded = floats(model.encoder.layers[1].mha.query.weight.val());
     for o in 0..H {
@@ -111,13 +133,31 @@ fn loads_every_tensor_with_the_key_mapping() {
             assert_eq!(loaded[i * H + o], written[o * H + i]);
         }
     }
-    let k = tensors.keys().position(|n| n == "bert.encoder.layer.0.intermediate.dense.weight").unwrap();
+    let k = tensors
+        .keys()
+        .position(|n| n == "bert.encoder.layer.0.intermediate.dense.weight")
+        .unwrap();
     let loaded = floats(model.encoder.layers[0].pwff.linear_inner.weight.val());
     assert_eq!(loaded[1], values(k, FF * H)[H]); // [in=0, out=1] <- [out=1, in=0]
-    let k = tensors.keys().position(|n| n == "bert.embeddings.word_embeddings.weight").unwrap();
-    assert_eq!(floats(model.embeddings.token.weight.val()), values(k, VOCAB * H));
-    let k = tensors.keys().position(|n| n == "bert.encoder.layer.0.output.LayerNorm.weight").unwrap();
-    let gamma = model.encoder.layers[0].norm_2.gamma.val().into_data().to_vec::<f32>().unwrap();
+    let k = tensors
+        .keys()
+        .position(|n| n == "bert.embeddings.word_embeddings.weight")
+        .unwrap();
+    assert_eq!(
+        floats(model.embeddings.token.weight.val()),
+        values(k, VOCAB * H)
+    );
+    let k = tensors
+        .keys()
+        .position(|n| n == "bert.encoder.layer.0.output.LayerNorm.weight")
+        .unwrap();
+    let gamma = model.encoder.layers[0]
+        .norm_2
+        .gamma
+        .val()
+        .into_data()
+        .to_vec::<f32>()
+        .unwrap();
     assert_eq!(gamma, values(k, H));
 
     // The checkpoint's own vocabulary tokenizes.
@@ -133,20 +173,35 @@ fn missing_or_misshaped_keys_fail_loudly() {
     tensors.remove("bert.encoder.layer.1.output.dense.weight");
     write_checkpoint(dir.path(), &tensors);
     let ckpt = Checkpoint::open(dir.path()).unwrap();
-    let model = ckpt.model_config(2).init::<Cpu>(&Default::default()).unwrap();
+    let model = ckpt
+        .model_config(2)
+        .init::<Cpu>(&Default::default())
+        .unwrap();
     let err = ckpt.load_into(model).unwrap_err();
     assert!(matches!(err, Error::Checkpoint { .. }));
     let msg = err.to_string();
-    assert!(msg.contains("missing") && msg.contains("encoder.layers.1.pwff.linear_outer.weight"), "{msg}");
+    assert!(
+        msg.contains("missing") && msg.contains("encoder.layers.1.pwff.linear_outer.weight"),
+        "{msg}"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let mut tensors = hf_tensors();
-    tensors.insert("bert.encoder.layer.0.attention.self.key.weight".into(), vec![H, H + 1]);
+    tensors.insert(
+        "bert.encoder.layer.0.attention.self.key.weight".into(),
+        vec![H, H + 1],
+    );
     write_checkpoint(dir.path(), &tensors);
     let ckpt = Checkpoint::open(dir.path()).unwrap();
-    let model = ckpt.model_config(2).init::<Cpu>(&Default::default()).unwrap();
+    let model = ckpt
+        .model_config(2)
+        .init::<Cpu>(&Default::default())
+        .unwrap();
     let msg = ckpt.load_into(model).unwrap_err().to_string();
-    assert!(msg.contains("encoder.layers.0.mha.key.weight") && msg.to_lowercase().contains("shape"), "{msg}");
+    assert!(
+        msg.contains("encoder.layers.0.mha.key.weight") && msg.to_lowercase().contains("shape"),
+        "{msg}"
+    );
 
     // A directory without weights is refused up front.
     std::fs::remove_file(dir.path().join("model.safetensors")).unwrap();

@@ -16,7 +16,11 @@ pub fn toy_examples(n: usize, len: usize) -> Vec<EncodedExample> {
             let label = i % 2;
             let mut ids = vec![2u32];
             for j in 1..len - 1 {
-                ids.push(if j == 1 + i % (len - 2) { 7 + label as u32 } else { 10 + ((i + j) % 20) as u32 });
+                ids.push(if j == 1 + i % (len - 2) {
+                    7 + label as u32
+                } else {
+                    10 + ((i + j) % 20) as u32
+                });
             }
             ids.push(3);
             EncodedExample {

@@ -30,9 +30,15 @@ fn forward_shapes_and_backward_reaches_every_parameter() {
     // still gets a gradient entry.
     let n_tensors = model.num_params(); // sanity: non-empty model
     assert!(n_tensors > 0);
-    assert!(grads.len() >= 2 * 16 + 5 + 2 + 3 * 2, "{} gradients", grads.len());
+    assert!(
+        grads.len() >= 2 * 16 + 5 + 2 + 3 * 2,
+        "{} gradients",
+        grads.len()
+    );
     // Presets build.
-    let tiny = ModelConfig::preset(Preset::Tiny, 100, 2).init::<Cpu>(&device).unwrap();
+    let tiny = ModelConfig::preset(Preset::Tiny, 100, 2)
+        .init::<Cpu>(&device)
+        .unwrap();
     assert_eq!(tiny.encoder.layers.len(), 2);
 }
 
@@ -41,7 +47,11 @@ fn loss_decreases_on_a_fixed_batch() {
     let _lock = crate::backend_lock();
     let device = Default::default();
     Cpu::seed(&device, 2);
-    let mut model = small_config().with_dropout(0.0).with_head_dropout(0.0).init::<Cpu>(&device).unwrap();
+    let mut model = small_config()
+        .with_dropout(0.0)
+        .with_head_dropout(0.0)
+        .init::<Cpu>(&device)
+        .unwrap();
     let mut optim = AdamWConfig::new().init();
     let exs = toy_examples(16, 9);
     let refs: Vec<_> = exs.iter().collect();
@@ -57,8 +67,15 @@ fn loss_decreases_on_a_fixed_batch() {
     assert!(losses[24] < 0.5 * losses[0], "{losses:?}");
     // The inference copy agrees on shapes and runs without autodiff.
     let valid = model.valid();
-    let batch = make_batch::<<Cpu as hpo_burn::burn::tensor::backend::AutodiffBackend>::InnerBackend>(&refs, 0, &device);
-    assert_eq!(valid.forward(batch.input_ids, batch.segment_ids, batch.mask_pad).dims(), [16, 3]);
+    let batch = make_batch::<<Cpu as hpo_burn::burn::tensor::backend::AutodiffBackend>::InnerBackend>(
+        &refs, 0, &device,
+    );
+    assert_eq!(
+        valid
+            .forward(batch.input_ids, batch.segment_ids, batch.mask_pad)
+            .dims(),
+        [16, 3]
+    );
 }
 
 fn fit_once(seed: u64) -> hpo_burn::FitReport {
@@ -91,7 +108,10 @@ fn training_is_deterministic_under_a_seed() {
     let a = fit_once(5);
     let b = fit_once(5);
     let strip = |r: &hpo_burn::FitReport| -> Vec<(f64, f64)> {
-        r.history.iter().map(|e| (e.train_loss, e.valid.macro_f1)).collect()
+        r.history
+            .iter()
+            .map(|e| (e.train_loss, e.valid.macro_f1))
+            .collect()
     };
     assert_eq!(strip(&a), strip(&b));
     assert_eq!(a.history.len(), 2);

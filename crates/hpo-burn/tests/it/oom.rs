@@ -31,12 +31,18 @@ pub fn data() -> (Vec<EncodedExample>, Vec<EncodedExample>) {
     (toy_examples(64, LEN), toy_examples(16, LEN))
 }
 
-pub fn fit(micro: usize, accumulation: usize, guard: MemoryGuard, sink: &mut Recorder) -> hpo_burn::Result<FitReport> {
+pub fn fit(
+    micro: usize,
+    accumulation: usize,
+    guard: MemoryGuard,
+    sink: &mut Recorder,
+) -> hpo_burn::Result<FitReport> {
     let device = Default::default();
     Cpu::seed(&device, 3);
     let model = config().init::<Cpu>(&device).unwrap();
     let (train, valid) = data();
-    let trainer = Trainer::<Cpu>::new(train_config(micro, accumulation), config(), "toy", device).with_guard(guard);
+    let trainer = Trainer::<Cpu>::new(train_config(micro, accumulation), config(), "toy", device)
+        .with_guard(guard);
     let data = TrainData {
         train: &train,
         valid: &valid,
@@ -64,7 +70,12 @@ fn ladder_halves_micro_batch_and_keeps_the_effective_batch() {
     // from the start (up to float summation order).
     let reference = fit(4, 4, MemoryGuard::Unlimited, &mut Recorder::new()).unwrap();
     let (a, b) = (&report.history[0], &reference.history[0]);
-    assert!((a.train_loss - b.train_loss).abs() < 1e-4, "{} vs {}", a.train_loss, b.train_loss);
+    assert!(
+        (a.train_loss - b.train_loss).abs() < 1e-4,
+        "{} vs {}",
+        a.train_loss,
+        b.train_loss
+    );
     assert_eq!(a.tokens, b.tokens);
     assert!((a.valid.loss - b.valid.loss).abs() < 1e-3);
 }
@@ -79,8 +90,14 @@ fn below_the_floor_the_run_ends_as_oom_with_its_config() {
         panic!("expected OomExhausted, got {err}");
     };
     assert!(message.contains("simulated device"), "{message}");
-    assert_eq!((config.batch, config.accumulation, config.retries), (1, 16, 4));
-    assert_eq!((config.effective_batch, config.max_len, config.initial_batch), (16, 128, 16));
+    assert_eq!(
+        (config.batch, config.accumulation, config.retries),
+        (1, 16, 4)
+    );
+    assert_eq!(
+        (config.effective_batch, config.max_len, config.initial_batch),
+        (16, 128, 16)
+    );
     assert_eq!(config.model, "toy");
     assert_eq!(sink.attrs["oom_retries"], 4);
     assert!(sink.reports.is_empty(), "no epoch completed");

@@ -5,10 +5,12 @@ use crate::oom::{config, data, train_config};
 use crate::vader_path;
 use hpo_burn::burn::tensor::backend::Backend;
 use hpo_burn::{
-    estimate_training_memory, load_tsv, run, Cpu, MemoryGuard, Precision, Preset, RunSpec, TextTask, TrainConfig,
-    TrainData, Trainer, TsvSpec,
+    estimate_training_memory, load_tsv, run, Cpu, MemoryGuard, Precision, Preset, RunSpec,
+    TextTask, TrainConfig, TrainData, Trainer, TsvSpec,
 };
-use hpo_core::{FailureKind, FrozenTrial, Pruner, RandomSampler, Study, StudyView, TrialError, TrialState};
+use hpo_core::{
+    FailureKind, FrozenTrial, Pruner, RandomSampler, Study, StudyView, TrialError, TrialState,
+};
 
 /// Prunes every trial at its first report: the "bad trial" rule.
 struct PruneAtFirstReport;
@@ -19,13 +21,22 @@ impl Pruner for PruneAtFirstReport {
     }
 }
 
-fn toy_objective(micro: usize, guard: MemoryGuard, epochs: usize) -> impl Fn(&mut hpo_core::Trial) -> Result<f64, TrialError> + Sync {
+fn toy_objective(
+    micro: usize,
+    guard: MemoryGuard,
+    epochs: usize,
+) -> impl Fn(&mut hpo_core::Trial) -> Result<f64, TrialError> + Sync {
     move |trial| {
         let device = Default::default();
         Cpu::seed(&device, 3);
-        let model = config().init::<Cpu>(&device).map_err(|e| e.into_trial_error())?;
+        let model = config()
+            .init::<Cpu>(&device)
+            .map_err(|e| e.into_trial_error())?;
         let (train, valid) = data();
-        let cfg = TrainConfig { epochs, ..train_config(micro, 1) };
+        let cfg = TrainConfig {
+            epochs,
+            ..train_config(micro, 1)
+        };
         let trainer = Trainer::<Cpu>::new(cfg, config(), "toy", device).with_guard(guard);
         let data = TrainData {
             train: &train,
@@ -44,7 +55,9 @@ fn toy_objective(micro: usize, guard: MemoryGuard, epochs: usize) -> impl Fn(&mu
 fn pruning_stops_a_bad_trial_after_its_first_epoch() {
     let _lock = crate::backend_lock();
     let study = Study::builder().pruner(PruneAtFirstReport).build().unwrap();
-    study.optimize(1, toy_objective(16, MemoryGuard::Unlimited, 3)).unwrap();
+    study
+        .optimize(1, toy_objective(16, MemoryGuard::Unlimited, 3))
+        .unwrap();
     let t = &study.trials().unwrap()[0];
     assert_eq!(t.state, TrialState::Pruned);
     assert_eq!(t.intermediate_values.len(), 1, "stopped after epoch 1 of 3");
@@ -54,9 +67,12 @@ fn pruning_stops_a_bad_trial_after_its_first_epoch() {
 #[test]
 fn oom_at_the_floor_is_a_recorded_constraint_violation() {
     let _lock = crate::backend_lock();
-    let capacity = estimate_training_memory(&config(), 1, crate::oom::LEN, Precision::F32).total() - 1;
+    let capacity =
+        estimate_training_memory(&config(), 1, crate::oom::LEN, Precision::F32).total() - 1;
     let study = Study::builder().build().unwrap();
-    study.optimize(1, toy_objective(4, MemoryGuard::simulated(capacity), 1)).unwrap();
+    study
+        .optimize(1, toy_objective(4, MemoryGuard::simulated(capacity), 1))
+        .unwrap();
     let t = &study.trials().unwrap()[0];
     assert_eq!(t.state, TrialState::Fail);
     assert_eq!(t.failure(), Some(FailureKind::Oom));
@@ -71,12 +87,19 @@ fn oom_at_the_floor_is_a_recorded_constraint_violation() {
 #[test]
 fn end_to_end_study_on_the_vader_tweets() {
     let _lock = crate::backend_lock();
-    let data = load_tsv(vader_path(), &TsvSpec::single("text", "label").with_positive("neg")).unwrap();
+    let data = load_tsv(
+        vader_path(),
+        &TsvSpec::single("text", "label").with_positive("neg"),
+    )
+    .unwrap();
     assert_eq!(data.examples.len(), 4200);
     assert_eq!(data.class_counts()[1], 1299);
     let (train, valid) = data.take_per_class(60).split_stratified(0.25, 1).unwrap();
     let task = TextTask::new(train, valid, None, 1500).unwrap();
-    let study = Study::builder().sampler(RandomSampler::seeded(0)).build().unwrap();
+    let study = Study::builder()
+        .sampler(RandomSampler::seeded(0))
+        .build()
+        .unwrap();
     study
         .optimize(3, |trial| -> Result<f64, TrialError> {
             let spec = RunSpec {
@@ -94,9 +117,15 @@ fn end_to_end_study_on_the_vader_tweets() {
                     ..TrainConfig::default()
                 },
             };
-            run::<Cpu, _>(&task, &spec, MemoryGuard::Unlimited, &Default::default(), trial)
-                .map(|r| r.best_macro_f1)
-                .map_err(|e| e.into_trial_error())
+            run::<Cpu, _>(
+                &task,
+                &spec,
+                MemoryGuard::Unlimited,
+                &Default::default(),
+                trial,
+            )
+            .map(|r| r.best_macro_f1)
+            .map_err(|e| e.into_trial_error())
         })
         .unwrap();
     let trials = study.trials().unwrap();
