@@ -63,7 +63,7 @@ struct Args {
     epochs: usize,
     /// Train on at most this many examples per epoch (0 = all); keeps a CPU
     /// study within minutes.
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, default_value_t = 500)]
     train_limit: usize,
     /// Fraction of the data held out for validation (stratified).
     #[arg(long, default_value_t = 0.1)]
@@ -92,11 +92,12 @@ impl Backbone {
 
 /// One trial's hyperparameters, scaled for a CPU: lengths of 32..96 tokens
 /// (tweets average ~25) and batches of 16..64. The seed's heavy-model rule
-/// (large => batch <= 16, shorter sequences) is one constraint line; it
+/// (large => batch <= 16 of 8..64, length <= 384 of 512), scaled the same way
+/// (batch <= 32 of 16..64, length <= 48 of 96), is one constraint line; it
 /// narrows the support at sampling time and the stored distributions stay
 /// the declared ones, so the sampler learns across backbones.
 #[hpo::search_space]
-#[constraint(if backbone.is_heavy() { batch_size <= 16, max_len <= 48 })]
+#[constraint(if backbone.is_heavy() { batch_size <= 32, max_len <= 48 })]
 #[derive(Debug, Clone, PartialEq)]
 struct Criteria {
     #[param(choice)]
