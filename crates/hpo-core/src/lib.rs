@@ -67,7 +67,9 @@ pub use crate::pruner::{
     PatientConfig, PatientPruner, PercentileConfig, PercentilePruner, Pruner, PrunerConfig,
     Resource, SuccessiveHalvingConfig, SuccessiveHalvingPruner, ThresholdConfig, ThresholdPruner,
 };
-pub use crate::sampler::{GridSampler, RandomSampler, Sampler};
+pub use crate::sampler::{
+    GridSampler, RandomSampler, Sampler, TpeBandwidth, TpeConfig, TpeSampler, TpeWeights,
+};
 pub use crate::space::{ChoiceEnum, ParamDescription, ParamKind, SearchSpace, SpaceDescription};
 pub use crate::storage::{InMemoryStorage, SqliteStorage, Storage, StudySummary};
 pub use crate::study::{

@@ -19,11 +19,12 @@
 
 mod grid;
 mod random;
+mod tpe;
 
 pub use self::grid::GridSampler;
-#[allow(unused_imports)] // used by TpeSampler for start-up trials
 pub(crate) use self::random::sample_uniform;
 pub use self::random::RandomSampler;
+pub use self::tpe::{TpeBandwidth, TpeConfig, TpeSampler, TpeWeights};
 
 use crate::distribution::{Distribution, Support};
 use crate::error::Result;
@@ -100,7 +101,7 @@ impl<S: Sampler + ?Sized> Sampler for Arc<S> {
 
 /// The sampler a study gets when none is set.
 pub(crate) fn default_sampler() -> Arc<dyn Sampler> {
-    Arc::new(RandomSampler::new())
+    Arc::new(TpeSampler::new())
 }
 
 /// Numeric bounds of `dist` under `support` (internal units; categoricals: index range).

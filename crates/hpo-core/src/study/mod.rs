@@ -233,6 +233,16 @@ impl Study {
     }
 
     fn log_finished(&self, t: &FrozenTrial, history: &[Arc<FrozenTrial>]) {
+        // Formatting and the best-trial scan cost O(history); skip them when
+        // nobody listens (the common case in benchmarks and libraries).
+        let enabled = if t.state == TrialState::Fail {
+            tracing::enabled!(tracing::Level::WARN)
+        } else {
+            tracing::enabled!(tracing::Level::INFO)
+        };
+        if !enabled {
+            return;
+        }
         let params: Vec<String> = t
             .typed_params()
             .iter()

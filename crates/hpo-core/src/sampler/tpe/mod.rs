@@ -1,0 +1,76 @@
+//! The Tree-structured Parzen Estimator (TPE), after Optuna 5.0.
+//!
+//! TPE ranks finished trials, calls the best few "good" and the rest "bad",
+//! fits a Parzen estimator (a kernel density) to each group, and proposes the
+//! candidate (drawn from the good density) that maximises good / bad — the
+//! expected-improvement criterion of Bergstra et al. (2011) as analysed by
+//! Watanabe (2023), "Tree-structured Parzen Estimator: understanding its
+//! algorithm components".
+//!
+//! The module is split by concept:
+//!
+//! * [`config`](TpeConfig) — settings with Optuna's defaults (serde).
+//! * `truncnorm` — truncated normal masses and sampling, accurate in the tails.
+//! * `parzen` — the Parzen estimator: kernels per distribution kind, step-aware
+//!   truncated Gaussians, Optuna's categorical kernel, sampling inside a
+//!   narrowed support.
+//! * `observations` — per-study observation arrays kept incrementally, and the
+//!   good/bad split (pruned trials after complete ones, constraint violations
+//!   always bad).
+//! * `group` — group decomposition and intersection of the relative search space.
+//! * `sampler` — [`TpeSampler`], the [`crate::Sampler`] implementation.
+//!
+//! ## Faithful to Optuna, and where it differs
+//!
+//! [`TpeConfig::optuna()`] is Optuna 5.0's `TPESampler()`: neighbour-gap
+//! bandwidths (in univariate and multivariate mode alike), the magic clip,
+//! the prior kernel, the ramp of observation weights, `gamma = min(ceil(0.1 n),
+//! 25)`, Optuna's categorical kernel, step-aware truncated kernels, 10 start-up
+//! trials, 24 candidates, multivariate for one objective and independent for
+//! several, and the constant liar.
+//!
+//! The defaults ([`TpeConfig::default()`]) change three things, each a field
+//! of [`TpeConfig`]: **128 candidates** instead of 24, under a budget of
+//! candidates x bad-group kernels that decays towards 24 as the history grows
+//! (so a suggestion's cost stays flat); **prior weight 0.5** instead of 1; and
+//! **group decomposition on**, so conditional parameters are modelled jointly
+//! rather than independently. On the sample-efficiency suite (book,
+//! Performance) this beats Optuna 5.0's default TPE on all five problems at
+//! 100 and 200 trials, where the Optuna-faithful configuration ties it.
+//!
+//! Other differences: trials that failed with a constraint violation (OOM,
+//! infeasible) are observations that are always bad, where Optuna needs
+//! constraint values and may count infeasible trials as good when too few
+//! feasible ones exist; several objectives use whole non-dominated fronts cut
+//! by normalised loss instead of hypervolume subset selection; log-scaled ints
+//! use the kernel's density at `ln x` rather than its mass over the cell
+//! `[ln(x - 1/2), ln(x + 1/2)]` (the two differ by a factor common to both
+//! densities); the constant liar's running trials are appended after the
+//! finished bad observations instead of interleaved by number (weights are
+//! flat for the newest 25 anyway); the group decomposition is computed from
+//! every trial the sampler has seen in the study, also when a pruner hands it
+//! only one bracket's trials.
+//!
+//! ## Cost
+//!
+//! Finished trials never change, so each is read once into per-study arrays:
+//! its values in modelled units, each column kept sorted (bandwidths need
+//! neighbours, not a sort per suggestion) and each kernel's log normaliser at
+//! the magic-clip bandwidth (which nearly every kernel of a long history has).
+//! A suggestion then scans the trial list only from the first trial that was
+//! not yet finished, splits with a linear-time partial selection, rebuilds
+//! the two estimators in `O(observations x dimensions)`, and evaluates the
+//! candidates kernel by kernel: two dimensions for every kernel in a
+//! branch-free pass, then the rest only for kernels still within 40 nats of
+//! the best (a term 40 nats down adds less than 1e-17), so a long history
+//! costs little more than one dimension per kernel and candidate.
+
+mod config;
+mod group;
+mod observations;
+mod parzen;
+mod sampler;
+mod truncnorm;
+
+pub use self::config::{TpeBandwidth, TpeConfig, TpeWeights};
+pub use self::sampler::TpeSampler;
