@@ -15,8 +15,8 @@
 use anyhow::bail;
 use clap::Parser;
 use hpo::{
-    Direction, FrozenTrial, HyperbandConfig, Optimize, PatientConfig, PatientPruner, RandomSampler,
-    Resource, SearchSpace, Study, Trial, TrialError, TrialState,
+    Direction, FrozenTrial, HyperbandConfig, Optimize, PatientConfig, PatientPruner, Resource,
+    SearchSpace, Study, TpeSampler, Trial, TrialError, TrialState,
 };
 use hpo_burn::burn::tensor::backend::AutodiffBackend;
 use hpo_burn::{
@@ -281,7 +281,7 @@ fn main() -> anyhow::Result<()> {
         .name(&args.study)
         .storage_url(&args.storage)
         .direction(Direction::Maximize)
-        .sampler(RandomSampler::seeded(args.seed))
+        .sampler(TpeSampler::seeded(args.seed))
         .pruner(pruner)
         .load_if_exists(true)
         .build()?;

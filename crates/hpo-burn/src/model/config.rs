@@ -248,7 +248,7 @@ impl ModelConfig {
                 problems.push(format!("{name} must be positive"));
             }
         }
-        if self.heads > 0 && self.hidden % self.heads != 0 {
+        if self.heads > 0 && !self.hidden.is_multiple_of(self.heads) {
             problems.push(format!(
                 "hidden {} is not divisible by heads {}",
                 self.hidden, self.heads

@@ -1,5 +1,9 @@
 //! Integration tests of hpo-burn, in one binary so burn is linked once.
 
+// Test helpers outside `#[test]` functions unwrap too: a failing helper
+// should fail its test loudly (clippy.toml allows it only inside tests).
+#![allow(clippy::unwrap_used)]
+
 mod checkpoint;
 mod model;
 mod oom;

@@ -16,8 +16,12 @@ use hpo_core::{
 struct PruneAtFirstReport;
 
 impl Pruner for PruneAtFirstReport {
-    fn prune(&self, _study: &StudyView<'_>, trial: &FrozenTrial) -> hpo_core::Result<bool> {
-        Ok(!trial.intermediate_values.is_empty())
+    fn prune(
+        &self,
+        _study: &StudyView<'_>,
+        trial: &FrozenTrial,
+    ) -> hpo_core::Result<hpo_core::Decision> {
+        Ok((!trial.intermediate_values.is_empty()).into())
     }
 }
 
