@@ -57,6 +57,10 @@
 //! its values in modelled units, each column kept sorted (bandwidths need
 //! neighbours, not a sort per suggestion) and each kernel's log normaliser at
 //! the magic-clip bandwidth (which nearly every kernel of a long history has).
+//! Each joint space also keeps a row table across suggestions (the
+//! observations having all its parameters, with each dimension's rows in
+//! sorted order), extended by the newly finished trials, from which the bad
+//! group is copied as a few contiguous runs.
 //! A suggestion then scans the trial list only from the first trial that was
 //! not yet finished, splits with a linear-time partial selection, rebuilds
 //! the two estimators in `O(observations x dimensions)`, and evaluates the

@@ -30,6 +30,9 @@ use crate::trial::{FrozenTrial, TrialState};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
+/// Most joint-space row tables kept per study.
+const MAX_ROW_TABLES: usize = 32;
+
 /// Marks a trial number not (yet) seen finished.
 const UNSEEN: u64 = u64::MAX;
 
@@ -97,6 +100,125 @@ struct Column {
     log_norms: Vec<f64>,
 }
 
+/// The observations of one joint space (the trials that have every one of
+/// its parameters), kept across suggestions: values and log normalisers by
+/// row, and each dimension's rows sorted by value. A suggestion copies the
+/// bad group out of these in one sequential pass instead of gathering it
+/// trial by trial from the columns.
+#[derive(Debug, Default)]
+pub(crate) struct Rows {
+    /// The space: `(name, distribution)` per dimension.
+    key: Vec<(String, Distribution)>,
+    /// Trial number of each row, ascending.
+    pub(crate) numbers: Vec<u32>,
+    /// `values[d][r]`: row `r`'s value in dimension `d` (modelled units).
+    pub(crate) values: Vec<Vec<f64>>,
+    /// `norms[d][r]`: row `r`'s clip-bandwidth log normaliser in dimension `d`.
+    pub(crate) norms: Vec<Vec<f64>>,
+    /// `order[d]`: rows sorted by `(value, number)` in dimension `d`.
+    pub(crate) order: Vec<Vec<u32>>,
+    /// How many of the study's observations (`members`) are accounted for.
+    seen: usize,
+    /// The last of them.
+    last: Option<u32>,
+}
+
+impl Rows {
+    fn new(key: Vec<(String, Distribution)>) -> Rows {
+        let d = key.len();
+        Rows {
+            key,
+            numbers: Vec::new(),
+            values: vec![Vec::new(); d],
+            norms: vec![Vec::new(); d],
+            order: vec![Vec::new(); d],
+            seen: 0,
+            last: None,
+        }
+    }
+
+    fn matches(&self, space: &[(&str, &Distribution)]) -> bool {
+        self.key.len() == space.len()
+            && self
+                .key
+                .iter()
+                .zip(space)
+                .all(|((n, d), (m, e))| n == m && d == *e)
+    }
+
+    /// Brings the table up to date with `members` (all observations,
+    /// ascending): appends rows for new trials numbered above every row,
+    /// rebuilds from the columns otherwise (a trial finished out of order).
+    fn update(&mut self, members: &[u32], cols: &[Option<&Column>], n_numbers: usize) {
+        let at = |c: &Option<&Column>, n: u32| {
+            c.and_then(|c| c.values.get(n as usize).copied())
+                .unwrap_or(f64::NAN)
+        };
+        let norm = |c: &Option<&Column>, n: u32| {
+            c.and_then(|c| c.log_norms.get(n as usize).copied())
+                .unwrap_or(f64::NAN)
+        };
+        // Nothing was inserted before the members already read iff the last
+        // of them is still at the same place (members are distinct, ascending).
+        let appends = self.seen <= members.len()
+            && (self.seen == 0 || members.get(self.seen - 1) == self.last.as_ref());
+        if appends && self.seen == members.len() {
+            return;
+        }
+        if appends && members.len() - self.seen <= 32 {
+            for n in &members[self.seen..] {
+                if !cols.iter().all(|c| !at(c, *n).is_nan()) {
+                    continue;
+                }
+                let r = self.numbers.len() as u32;
+                self.numbers.push(*n);
+                for (d, c) in cols.iter().enumerate() {
+                    let v = at(c, *n);
+                    let vals = &self.values[d];
+                    // Ties go after existing rows: they have smaller numbers.
+                    let pos =
+                        self.order[d].partition_point(|j| vals[*j as usize].total_cmp(&v).is_le());
+                    self.order[d].insert(pos, r);
+                    self.values[d].push(v);
+                    self.norms[d].push(norm(c, *n));
+                }
+            }
+            self.seen = members.len();
+            self.last = members.last().copied();
+            return;
+        }
+        // Rebuild from the columns.
+        self.numbers.clear();
+        let mut row_of = vec![u32::MAX; n_numbers];
+        for v in self.values.iter_mut().chain(self.norms.iter_mut()) {
+            v.clear();
+        }
+        for n in members {
+            if !cols.iter().all(|c| !at(c, *n).is_nan()) {
+                continue;
+            }
+            if let Some(slot) = row_of.get_mut(*n as usize) {
+                *slot = self.numbers.len() as u32;
+            }
+            self.numbers.push(*n);
+            for (d, c) in cols.iter().enumerate() {
+                self.values[d].push(at(c, *n));
+                self.norms[d].push(norm(c, *n));
+            }
+        }
+        for (d, c) in cols.iter().enumerate() {
+            self.order[d] = c
+                .map(|c| &c.sorted[..])
+                .unwrap_or(&[])
+                .iter()
+                .filter_map(|(_, n)| row_of.get(*n as usize).copied().filter(|r| *r != u32::MAX))
+                .collect();
+        }
+        self.seen = members.len();
+        self.last = members.last().copied();
+    }
+}
+
 /// Everything TPE remembers about one study's finished trials.
 #[derive(Debug, Default)]
 pub(crate) struct StudyObservations {
@@ -111,6 +233,8 @@ pub(crate) struct StudyObservations {
     /// Every trial numbered below this was finished when last read.
     settled: u64,
     columns: HashMap<String, Vec<Column>>,
+    /// Row tables of the joint spaces sampled so far.
+    rows: Vec<Rows>,
     group: SearchSpaceGroup,
     intersection: Intersection,
 }
@@ -229,6 +353,61 @@ impl StudyObservations {
         }
         self.group.add(&t.distributions);
         self.intersection.add(&t.distributions);
+    }
+
+    /// Index in `view.trials()` of the first trial that may be unfinished:
+    /// in a view of the whole study, every trial numbered below the point
+    /// settled at the last [`StudyObservations::sync`] of that view was
+    /// finished (finished trials never change state); otherwise 0.
+    pub(crate) fn first_unsettled(&self, view: &StudyView<'_>) -> usize {
+        let trials = view.trials();
+        let dense = trials
+            .last()
+            .is_none_or(|t| t.number as usize + 1 == trials.len());
+        if dense {
+            trials.partition_point(|t| t.number < self.settled)
+        } else {
+            0
+        }
+    }
+
+    /// Brings the row table of the joint space `space` up to date with every
+    /// observation seen (call after [`StudyObservations::sync`]) and returns
+    /// its index for [`StudyObservations::rows`].
+    pub(crate) fn update_rows(&mut self, space: &[(&str, &Distribution)]) -> usize {
+        let i = match self.rows.iter().position(|r| r.matches(space)) {
+            Some(i) => i,
+            None => {
+                // Spaces come and go as a conditional space's groups refine:
+                // keep a bounded number of tables, dropping the oldest.
+                if self.rows.len() >= MAX_ROW_TABLES {
+                    self.rows.remove(0);
+                }
+                let key = space
+                    .iter()
+                    .map(|(n, d)| ((*n).to_owned(), (*d).clone()))
+                    .collect();
+                self.rows.push(Rows::new(key));
+                self.rows.len() - 1
+            }
+        };
+        let cols: Vec<Option<&Column>> = space
+            .iter()
+            .map(|(n, d)| {
+                self.columns
+                    .get(*n)
+                    .and_then(|cs| cs.iter().find(|c| &c.dist == *d))
+            })
+            .collect();
+        if let Some(rows) = self.rows.get_mut(i) {
+            rows.update(&self.members, &cols, self.outcomes.len());
+        }
+        i
+    }
+
+    /// The row table at `index` (from [`StudyObservations::update_rows`]).
+    pub(crate) fn rows(&self, index: usize) -> Option<&Rows> {
+        self.rows.get(index)
     }
 
     /// Values of `name` under `dist` by trial number (NaN where missing).

@@ -24,8 +24,6 @@ use super::truncnorm::{log_gauss_mass, sample_standard, LN_SQRT_2PI};
 use crate::distribution::{Distribution, Support};
 use crate::sampler::bounds;
 use rand::Rng;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 /// Smallest bandwidth without the magic clip (Optuna's `EPS`).
 const EPS: f64 = 1e-12;
@@ -413,11 +411,30 @@ impl ParzenEstimator {
                     c.fill(f64::NAN);
                 }
                 partial.clear();
-                partial.extend_from_slice(&self.consts);
-                for (x, (mus, invs)) in xc.iter().zip(&cont).take(head) {
-                    for ((p, mu), inv) in partial.iter_mut().zip(mus.iter()).zip(invs.iter()) {
-                        let z = (x - mu) * inv;
-                        *p -= 0.5 * z * z;
+                match (&cont[..head], &xc[..head]) {
+                    // The usual case in one pass over the kernels (same
+                    // operations, in the same order, as the general one).
+                    ([(m0, i0), (m1, i1)], [x0, x1]) => partial.extend(
+                        self.consts
+                            .iter()
+                            .zip(m0.iter().zip(i0.iter()))
+                            .zip(m1.iter().zip(i1.iter()))
+                            .map(|((c, (mu0, inv0)), (mu1, inv1))| {
+                                let z0 = (x0 - mu0) * inv0;
+                                let z1 = (x1 - mu1) * inv1;
+                                c - 0.5 * z0 * z0 - 0.5 * z1 * z1
+                            }),
+                    ),
+                    _ => {
+                        partial.extend_from_slice(&self.consts);
+                        for (x, (mus, invs)) in xc.iter().zip(&cont).take(head) {
+                            for ((p, mu), inv) in
+                                partial.iter_mut().zip(mus.iter()).zip(invs.iter())
+                            {
+                                let z = (x - mu) * inv;
+                                *p -= 0.5 * z * z;
+                            }
+                        }
                     }
                 }
                 vals.clear();
@@ -531,20 +548,25 @@ fn numeric(
     let width = hi - lo;
     let n = xs.len();
     let mut sigmas: Vec<f64> = Vec::with_capacity(n + 1);
+    // Observation indices sorted by value: for neighbour gaps, and for
+    // finding repeated (mu, sigma) pairs of discrete dimensions.
+    let sorted_here;
+    let order: &[u32] = match order {
+        Some(o) => o,
+        None => {
+            let mut o: Vec<u32> = (0..n as u32).collect();
+            o.sort_by(|a, b| xs[*a as usize].total_cmp(&xs[*b as usize]));
+            sorted_here = o;
+            &sorted_here
+        }
+    };
     match cfg.bandwidth {
         TpeBandwidth::Scott => {
             let sigma =
                 cfg.sigma0_magnitude * (n.max(1) as f64).powf(-1.0 / (n_dims as f64 + 4.0)) * width;
             sigmas.resize(n, sigma);
         }
-        _ => match order {
-            Some(o) => gaps_in_order(&xs, o, lo, hi, cfg.consider_endpoints, &mut sigmas),
-            None => {
-                let mut o: Vec<u32> = (0..n as u32).collect();
-                o.sort_by(|a, b| xs[*a as usize].total_cmp(&xs[*b as usize]));
-                gaps_in_order(&xs, &o, lo, hi, cfg.consider_endpoints, &mut sigmas);
-            }
-        },
+        _ => gaps_in_order(&xs, order, lo, hi, cfg.consider_endpoints, &mut sigmas),
     }
     let max_sigma = width;
     let min_sigma = if cfg.consider_magic_clip {
@@ -588,20 +610,7 @@ fn numeric(
     let (pairs, pair_of) = if continuous {
         (Vec::new(), Vec::new())
     } else {
-        let mut index: HashMap<(u64, u64), u32, BuildHasherDefault<PairHasher>> =
-            HashMap::with_capacity_and_hasher(mus.len(), BuildHasherDefault::default());
-        let mut pairs = Vec::new();
-        let pair_of = mus
-            .iter()
-            .zip(&sigmas)
-            .map(|(m, s)| {
-                *index.entry((m.to_bits(), s.to_bits())).or_insert_with(|| {
-                    pairs.push((*m, *s));
-                    (pairs.len() - 1) as u32
-                })
-            })
-            .collect();
-        (pairs, pair_of)
+        distinct_pairs(&mus, &sigmas, order)
     };
     // Keep only the inverse bandwidths (evaluation multiplies by them).
     for s in &mut sigmas {
@@ -616,22 +625,38 @@ fn numeric(
     }
 }
 
-/// A fast hasher for `(mu, sigma)` bit patterns (not DoS-resistant; keys are our own numbers).
-#[derive(Default)]
-struct PairHasher(u64);
-
-impl Hasher for PairHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.write_u64(u64::from(*b));
+/// The distinct `(mu, sigma)` pairs of a discrete dimension's kernels and
+/// each kernel's index into them. `order` sorts the observation kernels by
+/// `mu`, so equal centres are adjacent and each run of them is searched
+/// only among itself; the prior kernel (the last one) comes after them.
+fn distinct_pairs(mus: &[f64], sigmas: &[f64], order: &[u32]) -> (Vec<(f64, f64)>, Vec<u32>) {
+    let mut pairs: Vec<(f64, f64)> = Vec::new();
+    let mut pair_of = vec![0u32; mus.len()];
+    // Pairs from this index on share the current run's centre.
+    let mut run = 0;
+    let prior = mus.len().saturating_sub(1);
+    let ks = order
+        .iter()
+        .map(|k| *k as usize)
+        .filter(|k| *k < prior)
+        .chain((prior < mus.len()).then_some(prior));
+    for k in ks {
+        let (m, s) = (mus[k], sigmas[k]);
+        if pairs.get(run).is_some_and(|p| p.0.to_bits() != m.to_bits()) {
+            run = pairs.len();
         }
+        let found = pairs[run.min(pairs.len())..]
+            .iter()
+            .position(|p| p.0.to_bits() == m.to_bits() && p.1.to_bits() == s.to_bits());
+        pair_of[k] = match found {
+            Some(i) => (run + i) as u32,
+            None => {
+                pairs.push((m, s));
+                (pairs.len() - 1) as u32
+            }
+        };
     }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
+    (pairs, pair_of)
 }
 
 /// Optuna 5.0's bandwidths: for each observation, the larger gap to its
@@ -647,28 +672,23 @@ fn gaps_in_order(
     sigmas: &mut Vec<f64>,
 ) {
     let m = xs.len();
-    let at = |i: usize| -> f64 {
-        if i == 0 {
-            lo
-        } else if i > m {
-            hi
-        } else {
-            xs[order[i - 1] as usize]
-        }
-    };
     sigmas.clear();
     sigmas.resize(m, 0.0);
-    for i in 1..=m {
-        let (prev, here, next) = (at(i - 1), at(i), at(i + 1));
-        let mut s = (here - prev).max(next - here);
-        if !endpoints && m >= 2 {
-            if i == 1 {
-                s = next - here;
-            } else if i == m {
-                s = here - prev;
-            }
-        }
-        sigmas[order[i - 1] as usize] = s;
+    if m == 0 || order.len() != m {
+        return;
+    }
+    // The sorted values between the range ends, read once in order.
+    let mut sv: Vec<f64> = Vec::with_capacity(m + 2);
+    sv.push(lo);
+    sv.extend(order.iter().map(|o| xs[*o as usize]));
+    sv.push(hi);
+    for (w, o) in sv.windows(3).zip(order) {
+        sigmas[*o as usize] = (w[1] - w[0]).max(w[2] - w[1]);
+    }
+    if !endpoints && m >= 2 {
+        // The outermost use the gap to their inner neighbour.
+        sigmas[order[0] as usize] = sv[2] - sv[1];
+        sigmas[order[m - 1] as usize] = sv[m] - sv[m - 1];
     }
 }
 

@@ -1,7 +1,7 @@
 //! The TPE sampler: split, model, propose, pick.
 
 use super::config::TpeConfig;
-use super::observations::StudyObservations;
+use super::observations::{Rows, StudyObservations};
 use super::parzen::{transform, untransform, Dim, ParzenEstimator, SampleRange};
 use crate::distribution::{Distribution, Support};
 use crate::error::Result;
@@ -104,7 +104,7 @@ impl TpeSampler {
     /// Proposes joint values for `space` (name, declared distribution, support).
     fn sample_joint(
         &self,
-        obs: &StudyObservations,
+        obs: &mut StudyObservations,
         members: &[u32],
         study: &StudyView<'_>,
         trial: &FrozenTrial,
@@ -113,6 +113,9 @@ impl TpeSampler {
     ) -> Vec<f64> {
         let cfg = &self.config;
         let dims: Vec<Dim> = space.iter().map(|(_, d, _)| Dim::of(d)).collect();
+        let key: Vec<(&str, &Distribution)> = space.iter().map(|(n, d, _)| (*n, *d)).collect();
+        let rows_at = obs.update_rows(&key);
+        let obs = &*obs;
         let columns: Vec<ColumnRef<'_>> = space
             .iter()
             .map(|(n, d, _)| (obs.column(n, d), obs.sorted(n, d), obs.log_norms(n, d)))
@@ -121,11 +124,14 @@ impl TpeSampler {
         let (below, above) = obs.split(members, n_below, study.directions().len());
         let (below_x, below_order, below_norms) = gather(&columns, obs.n_numbers(), &below, &[]);
         let liars = if cfg.constant_liar {
-            running(study, trial, space)
+            running(study, obs.first_unsettled(study), trial, space)
         } else {
             Vec::new()
         };
-        let (above_x, above_order, above_norms) = gather(&columns, obs.n_numbers(), &above, &liars);
+        let (above_x, above_order, above_norms) = match obs.rows(rows_at) {
+            Some(rows) => gather_rows(rows, obs.n_numbers(), &above, &liars),
+            None => gather(&columns, obs.n_numbers(), &above, &liars),
+        };
         let nb = below_x.first().map_or(0, Vec::len);
         let na = above_x.first().map_or(0, Vec::len);
         let pe_below = ParzenEstimator::with_order(
@@ -245,17 +251,115 @@ fn gather(
     (out, orders, norms)
 }
 
+/// As [`gather`], from a joint space's row table: one sequential pass per
+/// dimension copies the rows of `numbers` (typically all but a few) and
+/// keeps the stored order minus the rows left out.
+fn gather_rows(
+    rows: &Rows,
+    n_numbers: usize,
+    numbers: &[u32],
+    extra: &[(u64, Vec<f64>)],
+) -> Gathered {
+    let mut wanted = vec![false; n_numbers];
+    for n in numbers {
+        if let Some(w) = wanted.get_mut(*n as usize) {
+            *w = true;
+        }
+    }
+    // New index of each kept row (u32::MAX: left out).
+    let mut k = 0u32;
+    let new_index: Vec<u32> = rows
+        .numbers
+        .iter()
+        .map(|n| {
+            if wanted.get(*n as usize).copied().unwrap_or(false) {
+                k += 1;
+                k - 1
+            } else {
+                u32::MAX
+            }
+        })
+        .collect();
+    let cap = k as usize + extra.len() + 1;
+    // The kept rows as runs `[start, end)`: usually a few rows are left out,
+    // so each column is copied in a few slices.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut start = None;
+    for (r, i) in new_index.iter().enumerate() {
+        match (start, *i != u32::MAX) {
+            (None, true) => start = Some(r),
+            (Some(s), false) => {
+                runs.push((s, r));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        runs.push((s, new_index.len()));
+    }
+    let pick = |src: &[f64], tail: &mut dyn Iterator<Item = f64>| {
+        let mut o = Vec::with_capacity(cap);
+        for (a, b) in &runs {
+            o.extend_from_slice(src.get(*a..*b).unwrap_or(&[]));
+        }
+        o.extend(tail);
+        o
+    };
+    let out: Vec<Vec<f64>> = rows
+        .values
+        .iter()
+        .enumerate()
+        .map(|(d, v)| {
+            pick(
+                v,
+                &mut extra
+                    .iter()
+                    .map(|(_, row)| row.get(d).copied().unwrap_or(f64::NAN)),
+            )
+        })
+        .collect();
+    let norms: Vec<Vec<f64>> = rows
+        .norms
+        .iter()
+        .map(|v| pick(v, &mut extra.iter().map(|_| f64::NAN)))
+        .collect();
+    let orders = rows
+        .order
+        .iter()
+        .zip(&out)
+        .map(|(sorted, xs)| {
+            let mut order: Vec<u32> = Vec::with_capacity(cap);
+            order.extend(
+                sorted
+                    .iter()
+                    .map(|r| new_index.get(*r as usize).copied().unwrap_or(u32::MAX))
+                    .filter(|i| *i != u32::MAX),
+            );
+            for e in k..(k + extra.len() as u32) {
+                let v = xs[e as usize];
+                let at = order.partition_point(|j| xs[*j as usize] <= v);
+                order.insert(at, e);
+            }
+            order
+        })
+        .collect();
+    (out, orders, norms)
+}
+
 /// Other RUNNING trials that already have every parameter of `space` (the
-/// constant liar's fake bad observations), by number. They are appended after
+/// constant liar's fake bad observations), by number, looking only from
+/// index `from` of the study's trials (those before it are finished). They are appended after
 /// the finished bad observations (they are usually the newest trials, and
 /// Optuna's weights are flat for the newest 25).
 fn running(
     study: &StudyView<'_>,
+    from: usize,
     trial: &FrozenTrial,
     space: &[(&str, &Distribution, &Support)],
 ) -> Vec<(u64, Vec<f64>)> {
-    let mut out: Vec<(u64, Vec<f64>)> = study
-        .trials()
+    let trials = study.trials();
+    let mut out: Vec<(u64, Vec<f64>)> = trials[from.min(trials.len())..]
         .iter()
         .filter(|t| t.state == TrialState::Running && t.id != trial.id)
         .filter_map(|t| {
@@ -423,6 +527,64 @@ mod tests {
         assert_eq!(out, vec![vec![0.3, 0.4]]);
         assert_eq!(order, vec![vec![0, 1]]);
         assert_eq!(norms, vec![vec![0.7, 0.8]]);
+    }
+
+    #[test]
+    fn row_tables_gather_what_the_columns_gather() {
+        // Trials with x always and y on even numbers, finishing in order
+        // (rows appended) and then one out of order (rows rebuilt).
+        let y: Distribution = FloatDistribution::new(-1.0, 1.0).unwrap().into();
+        let make = |i: u64, state: TrialState| {
+            let mut t = FrozenTrial::new(i, i, state);
+            t.params.insert("x".into(), ((i * 37) % 11) as f64 / 11.0);
+            t.distributions.insert("x".into(), float());
+            if i.is_multiple_of(2) {
+                t.params
+                    .insert("y".into(), ((i * 13) % 7) as f64 / 7.0 - 0.5);
+                t.distributions.insert("y".into(), y.clone());
+            }
+            t.values = (state == TrialState::Complete).then(|| vec![i as f64]);
+            Arc::new(t)
+        };
+        let dirs = [Direction::Minimize];
+        let mut trials: Vec<Arc<FrozenTrial>> = (0..60)
+            .map(|i| {
+                make(
+                    i,
+                    if i == 7 {
+                        TrialState::Running
+                    } else {
+                        TrialState::Complete
+                    },
+                )
+            })
+            .collect();
+        let mut obs = StudyObservations::default();
+        let f = float();
+        let space: [(&str, &Distribution); 2] = [("x", &f), ("y", &y)];
+        let check = |obs: &mut StudyObservations, members: &[u32]| {
+            let at = obs.update_rows(&space);
+            let columns: Vec<ColumnRef<'_>> = space
+                .iter()
+                .map(|(n, d)| (obs.column(n, d), obs.sorted(n, d), obs.log_norms(n, d)))
+                .collect();
+            let liars = [(99, vec![0.5, 0.0])];
+            for skip in [0, 3, 10] {
+                let some: Vec<u32> = members.iter().copied().filter(|m| m % 11 != skip).collect();
+                let a = gather(&columns, obs.n_numbers(), &some, &liars);
+                let b = gather_rows(obs.rows(at).unwrap(), obs.n_numbers(), &some, &liars);
+                assert_eq!(format!("{a:?}"), format!("{b:?}"));
+            }
+        };
+        for n in 60..66 {
+            let members = obs.sync(&StudyView::new("s", &dirs, &trials));
+            check(&mut obs, &members);
+            trials.push(make(n, TrialState::Complete));
+        }
+        trials[7] = make(7, TrialState::Complete);
+        let members = obs.sync(&StudyView::new("s", &dirs, &trials));
+        assert!(members.contains(&7));
+        check(&mut obs, &members);
     }
 
     #[test]
