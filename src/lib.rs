@@ -54,6 +54,11 @@
 pub use hpo_core::*;
 pub use hpo_macros::{search_space, Choice};
 
+/// The burn training backend: BERT-style classifiers, memory estimates and
+/// OOM recovery (feature `burn`; `cuda` adds the GPU backend).
+#[cfg(feature = "burn")]
+pub use hpo_burn as burn;
+
 /// Paths used by code that `hpo` macros generate. Not public API.
 #[doc(hidden)]
 pub mod __private {

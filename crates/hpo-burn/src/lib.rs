@@ -1,0 +1,84 @@
+//! # hpo-burn: a burn training backend for hpo
+//!
+//! Fine-tunes BERT-style text classifiers inside hpo trials, on the CPU
+//! (ndarray, the default) or an NVIDIA GPU (`cuda` feature, burn-cuda), and
+//! makes running out of memory a recoverable, recorded event instead of a
+//! crashed study.
+//!
+//! ## Design
+//!
+//! * **Generic over the backend.** The model ([`BertClassifier`]) is generic
+//!   over `B: Backend` and the training loop over `B: AutodiffBackend`, burn
+//!   style; [`Cpu`] and (with `cuda`) [`Cuda`] are the two instantiations we
+//!   ship. Nothing in hpo-core depends on burn.
+//! * **Pay for real tokens only.** Batches are padded to their own longest
+//!   sequence, optionally bucketed by length ([`batch`]).
+//! * **Memory is a number before it is an error.** [`memory`] estimates peak
+//!   training memory analytically for an executor to admit trials by; the
+//!   training loop records the measured peak where the backend can report it.
+//! * **Out of memory is recoverable.** An allocation failure (panic or error)
+//!   is classified ([`oom`]); the epoch is rewound, the micro-batch halved and
+//!   accumulation doubled, keeping the effective batch. At the floor the trial
+//!   ends as `TrialError::Oom` with its configuration, which samplers treat
+//!   as a constraint violation. A memory-capped simulated device
+//!   ([`MemoryGuard::Simulated`]) drives the same path on any machine.
+//! * **Reports go through a small trait** ([`TrialSink`]): a live
+//!   `hpo_core::Trial` (report, then ask the pruner) or a [`Recorder`].
+//!
+//! burn is pinned to 0.21.0: burn 0.22's CUDA backend downloads an LLVM
+//! bundle while it builds, which cannot work offline; 0.21.0's burn-cuda
+//! builds with no network and no CUDA toolkit.
+//!
+//! ## Example
+//!
+//! ```no_run
+//! use hpo_burn::{load_tsv, run, Cpu, MemoryGuard, Pooling, Preset, Recorder, RunSpec, TextTask, TrainConfig, TsvSpec};
+//!
+//! # fn main() -> hpo_burn::Result<()> {
+//! let data = load_tsv("data/vader/tweets.tsv", &TsvSpec::single("text", "label").with_positive("neg"))?;
+//! let (train, valid) = data.split_stratified(0.2, 42)?;
+//! let task = TextTask::new(train, valid, None, 8000)?;
+//! let spec = RunSpec {
+//!     preset: Preset::Tiny,
+//!     head_layers: 0,
+//!     head_width: 128,
+//!     dropout: 0.1,
+//!     pooling: Pooling::Mean,
+//!     train: TrainConfig { epochs: 2, max_len: 64, ..TrainConfig::default() },
+//! };
+//! let report = run::<Cpu, _>(&task, &spec, MemoryGuard::Unlimited, &Default::default(), &mut Recorder::new())?;
+//! println!("validation macro-F1 {:.3}", report.best_macro_f1);
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod batch;
+pub mod data;
+mod error;
+pub mod memory;
+pub mod model;
+pub mod oom;
+pub mod pretrained;
+mod task;
+pub mod tokenize;
+pub mod train;
+
+pub use crate::data::{load_tsv, Dataset, Example, Text, TsvSpec};
+pub use crate::error::{Error, Result};
+pub use crate::memory::{estimate_training_memory, MemoryEstimate, MemoryGuard, Precision};
+pub use crate::model::{BertClassifier, ModelConfig, Pooling, Preset};
+pub use crate::oom::OomConfig;
+pub use crate::pretrained::Checkpoint;
+pub use crate::task::{run, RunSpec, TextTask, DEFAULT_TRAINED_VOCAB};
+pub use crate::tokenize::TextTokenizer;
+pub use crate::train::{FitReport, Recorder, TrainConfig, TrainData, Trainer, TrialSink};
+
+/// The CPU training backend: autodiff over ndarray, f32.
+pub type Cpu = burn::backend::Autodiff<burn::backend::NdArray<f32>>;
+
+/// The CUDA training backend: autodiff over burn-cuda, f32.
+#[cfg(feature = "cuda")]
+pub type Cuda = burn::backend::Autodiff<burn::backend::Cuda<f32, i32>>;
+
+/// Re-export of burn, so users name the same version.
+pub use burn;

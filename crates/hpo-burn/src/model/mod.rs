@@ -1,0 +1,163 @@
+//! The BERT-style encoder classifier.
+//!
+//! Token, position and segment embeddings are summed and layer-normalised,
+//! run through burn's post-norm [`TransformerEncoder`] (the original BERT
+//! layout: `norm(x + attention(x))`, `norm(x + ffn(x))`, exact GELU), pooled
+//! BERT style (`tanh(dense(h_CLS))`), then classified by a head of 0..n hidden
+//! layers with dropout. Field names mirror the module tree that
+//! [`crate::pretrained`] maps HuggingFace keys onto.
+
+mod config;
+
+pub use self::config::{ModelConfig, Pooling, Preset};
+
+use crate::error::Result;
+use burn::module::Module;
+use burn::nn::transformer::{
+    TransformerEncoder, TransformerEncoderConfig, TransformerEncoderInput,
+};
+use burn::nn::{
+    Dropout, DropoutConfig, Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear,
+    LinearConfig,
+};
+use burn::tensor::activation::{gelu, tanh};
+use burn::tensor::backend::Backend;
+use burn::tensor::{Bool, Int, Tensor};
+
+/// Token + position + segment embeddings, layer norm and dropout.
+#[derive(Module, Debug)]
+pub struct Embeddings<B: Backend> {
+    /// Token embeddings `[vocab, hidden]`.
+    pub token: Embedding<B>,
+    /// Position embeddings `[max_position, hidden]`.
+    pub position: Embedding<B>,
+    /// Segment (token type) embeddings `[type_vocab, hidden]`.
+    pub segment: Embedding<B>,
+    /// Layer norm over the sum.
+    pub norm: LayerNorm<B>,
+    /// Dropout after the norm.
+    pub dropout: Dropout,
+}
+
+/// The BERT pooler: `tanh(dense(h_CLS))`.
+#[derive(Module, Debug)]
+pub struct Pooler<B: Backend> {
+    /// `[hidden, hidden]`.
+    pub dense: Linear<B>,
+}
+
+/// Classification head: hidden layers (GELU) with dropout, then the output layer.
+#[derive(Module, Debug)]
+pub struct Head<B: Backend> {
+    /// Hidden layers, possibly none.
+    pub hidden: Vec<Linear<B>>,
+    /// Output layer to the classes.
+    pub output: Linear<B>,
+    /// Dropout before every layer.
+    pub dropout: Dropout,
+}
+
+/// A BERT-style encoder with a classification head.
+///
+/// Generic over any burn [`Backend`]; training uses an autodiff backend and
+/// evaluation its inner backend (`model.valid()`), which also disables dropout.
+#[derive(Module, Debug)]
+pub struct BertClassifier<B: Backend> {
+    /// Embedding block.
+    pub embeddings: Embeddings<B>,
+    /// Encoder layers.
+    pub encoder: TransformerEncoder<B>,
+    /// Pooler over the `[CLS]` position.
+    pub pooler: Pooler<B>,
+    /// Classification head.
+    pub head: Head<B>,
+    /// Longest sequence the position embeddings cover.
+    pub max_position: usize,
+    /// Mean-pool instead of taking `[CLS]` (see [`Pooling`]).
+    pub mean_pool: bool,
+}
+
+impl ModelConfig {
+    /// Builds the model on `device` with freshly initialised weights
+    /// (seed the backend first for reproducible initialisation).
+    pub fn init<B: Backend>(&self, device: &B::Device) -> Result<BertClassifier<B>> {
+        self.validate()?;
+        let h = self.hidden;
+        let embeddings = Embeddings {
+            token: EmbeddingConfig::new(self.vocab_size, h).init(device),
+            position: EmbeddingConfig::new(self.max_position, h).init(device),
+            segment: EmbeddingConfig::new(self.type_vocab_size, h).init(device),
+            norm: LayerNormConfig::new(h)
+                .with_epsilon(self.layer_norm_eps)
+                .init(device),
+            dropout: DropoutConfig::new(self.dropout).init(),
+        };
+        let encoder = TransformerEncoderConfig::new(h, self.intermediate, self.heads, self.layers)
+            .with_dropout(self.dropout)
+            .with_norm_first(false)
+            .with_layer_norm_eps(self.layer_norm_eps)
+            .init(device);
+        let mut hidden = Vec::with_capacity(self.head_layers);
+        let mut width_in = h;
+        for _ in 0..self.head_layers {
+            hidden.push(LinearConfig::new(width_in, self.head_width).init(device));
+            width_in = self.head_width;
+        }
+        let head = Head {
+            hidden,
+            output: LinearConfig::new(width_in, self.num_classes).init(device),
+            dropout: DropoutConfig::new(self.head_dropout).init(),
+        };
+        Ok(BertClassifier {
+            embeddings,
+            encoder,
+            pooler: Pooler {
+                dense: LinearConfig::new(h, h).init(device),
+            },
+            head,
+            max_position: self.max_position,
+            mean_pool: self.pooling == Pooling::Mean,
+        })
+    }
+}
+
+impl<B: Backend> BertClassifier<B> {
+    /// Class logits `[batch, classes]`.
+    ///
+    /// `input_ids` and `segment_ids` are `[batch, len]`; `mask_pad` is true at
+    /// padding positions. `len` must not exceed the model's `max_position`
+    /// (the batcher truncates to it).
+    pub fn forward(
+        &self,
+        input_ids: Tensor<B, 2, Int>,
+        segment_ids: Tensor<B, 2, Int>,
+        mask_pad: Tensor<B, 2, Bool>,
+    ) -> Tensor<B, 2> {
+        let [batch, len] = input_ids.dims();
+        let device = input_ids.device();
+        let positions = Tensor::<B, 1, Int>::arange(0..len as i64, &device)
+            .reshape([1, len])
+            .repeat_dim(0, batch);
+        let e = &self.embeddings;
+        let x = e.token.forward(input_ids)
+            + e.position.forward(positions)
+            + e.segment.forward(segment_ids);
+        let x = e.dropout.forward(e.norm.forward(x));
+        let x = self
+            .encoder
+            .forward(TransformerEncoderInput::new(x).mask_pad(mask_pad.clone()));
+        let [_, _, hidden] = x.dims();
+        let pooled = if self.mean_pool {
+            let keep = mask_pad.bool_not().float().reshape([batch, len, 1]);
+            let count = keep.clone().sum_dim(1).reshape([batch, 1]).clamp_min(1.0);
+            (x * keep).sum_dim(1).reshape([batch, hidden]) / count
+        } else {
+            x.narrow(1, 0, 1).reshape([batch, hidden])
+        };
+        let mut h = tanh(self.pooler.dense.forward(pooled));
+        for layer in &self.head.hidden {
+            h = gelu(layer.forward(self.head.dropout.forward(h)));
+        }
+        self.head.output.forward(self.head.dropout.forward(h))
+    }
+}

@@ -1,0 +1,248 @@
+//! Starting from a local HuggingFace BERT checkpoint.
+//!
+//! A checkpoint directory holds `config.json` (dimensions), `vocab.txt` or
+//! `tokenizer.json`, and `model.safetensors`. Weights are read with burn's
+//! store support ([`SafetensorsStore`]) through [`PyTorchToBurnAdapter`]
+//! (which transposes linear weights and maps layer-norm `weight`/`bias` to
+//! `gamma`/`beta`) and a key mapping from HuggingFace names to this crate's
+//! module tree:
+//!
+//! | HuggingFace (`bert.` prefix optional) | hpo-burn |
+//! | --- | --- |
+//! | `embeddings.word_embeddings` | `embeddings.token` |
+//! | `embeddings.position_embeddings` | `embeddings.position` |
+//! | `embeddings.token_type_embeddings` | `embeddings.segment` |
+//! | `embeddings.LayerNorm` | `embeddings.norm` |
+//! | `encoder.layer.N.attention.self.{query,key,value}` | `encoder.layers.N.mha.{query,key,value}` |
+//! | `encoder.layer.N.attention.output.dense` | `encoder.layers.N.mha.output` |
+//! | `encoder.layer.N.attention.output.LayerNorm` | `encoder.layers.N.norm_1` |
+//! | `encoder.layer.N.intermediate.dense` | `encoder.layers.N.pwff.linear_inner` |
+//! | `encoder.layer.N.output.dense` | `encoder.layers.N.pwff.linear_outer` |
+//! | `encoder.layer.N.output.LayerNorm` | `encoder.layers.N.norm_2` |
+//! | `pooler.dense` | `pooler.dense` |
+//!
+//! Loading is strict: every encoder, embedding and pooler tensor must be
+//! present with the right shape, or loading fails naming the keys. Only the
+//! classification head (`head.*`) starts fresh. Checkpoint tensors the model
+//! does not use (masked-LM heads, `position_ids`) are reported, not loaded.
+
+use crate::error::{Error, Result};
+use crate::model::{BertClassifier, ModelConfig};
+use crate::tokenize::TextTokenizer;
+use burn::store::{ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore};
+use burn::tensor::backend::Backend;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The HuggingFace key mapping, applied in order (regex, replacement).
+pub const KEY_MAPPING: [(&str, &str); 14] = [
+    (r"^bert\.", ""),
+    // Layer norms: PyTorch `weight`/`bias` (or TF-converted `gamma`/`beta`)
+    // become burn's `gamma`/`beta` by name, so nothing is reported unused.
+    (r"LayerNorm\.weight$", "LayerNorm.gamma"),
+    (r"LayerNorm\.bias$", "LayerNorm.beta"),
+    (r"^embeddings\.word_embeddings\.", "embeddings.token."),
+    (
+        r"^embeddings\.position_embeddings\.",
+        "embeddings.position.",
+    ),
+    (
+        r"^embeddings\.token_type_embeddings\.",
+        "embeddings.segment.",
+    ),
+    (r"^embeddings\.LayerNorm\.", "embeddings.norm."),
+    (
+        r"^encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.",
+        "encoder.layers.$1.mha.$2.",
+    ),
+    (
+        r"^encoder\.layer\.(\d+)\.attention\.output\.dense\.",
+        "encoder.layers.$1.mha.output.",
+    ),
+    (
+        r"^encoder\.layer\.(\d+)\.attention\.output\.LayerNorm\.",
+        "encoder.layers.$1.norm_1.",
+    ),
+    (
+        r"^encoder\.layer\.(\d+)\.intermediate\.dense\.",
+        "encoder.layers.$1.pwff.linear_inner.",
+    ),
+    (
+        r"^encoder\.layer\.(\d+)\.output\.dense\.",
+        "encoder.layers.$1.pwff.linear_outer.",
+    ),
+    (
+        r"^encoder\.layer\.(\d+)\.output\.LayerNorm\.",
+        "encoder.layers.$1.norm_2.",
+    ),
+    (r"^pooler\.dense\.", "pooler.dense."),
+];
+
+/// The fields of a HuggingFace BERT `config.json` this crate uses.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct HfBertConfig {
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// Hidden width.
+    pub hidden_size: usize,
+    /// Encoder layers.
+    pub num_hidden_layers: usize,
+    /// Attention heads.
+    pub num_attention_heads: usize,
+    /// Feed-forward width.
+    pub intermediate_size: usize,
+    /// Position embeddings.
+    #[serde(default = "default_positions")]
+    pub max_position_embeddings: usize,
+    /// Segment vocabulary.
+    #[serde(default = "default_type_vocab")]
+    pub type_vocab_size: usize,
+    /// Layer-norm epsilon.
+    #[serde(default = "default_eps")]
+    pub layer_norm_eps: f64,
+    /// Hidden dropout.
+    #[serde(default = "default_dropout")]
+    pub hidden_dropout_prob: f64,
+    /// Feed-forward activation; only `gelu` (exact) is supported.
+    #[serde(default = "default_act")]
+    pub hidden_act: String,
+}
+
+fn default_positions() -> usize {
+    512
+}
+fn default_type_vocab() -> usize {
+    2
+}
+fn default_eps() -> f64 {
+    1e-12
+}
+fn default_dropout() -> f64 {
+    0.1
+}
+fn default_act() -> String {
+    "gelu".into()
+}
+
+/// A local BERT checkpoint directory.
+#[derive(Debug, Clone)]
+pub struct Checkpoint {
+    /// The directory.
+    pub dir: PathBuf,
+    /// Its `config.json`.
+    pub config: HfBertConfig,
+}
+
+/// What loading did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadReport {
+    /// Model tensors loaded from the checkpoint.
+    pub loaded: Vec<String>,
+    /// Model tensors left at their fresh initialisation (the head).
+    pub fresh: Vec<String>,
+    /// Checkpoint tensors the model has no place for.
+    pub unused: Vec<String>,
+}
+
+impl Checkpoint {
+    /// Opens `dir`, reading and checking `config.json`.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref().to_path_buf();
+        let fail = |message: String| Error::Checkpoint {
+            path: dir.clone(),
+            message,
+        };
+        let config_path = dir.join("config.json");
+        let text = std::fs::read_to_string(&config_path).map_err(|e| Error::io(&config_path, e))?;
+        let config: HfBertConfig = serde_json::from_str(&text)
+            .map_err(|e| fail(format!("config.json is not a BERT config: {e}")))?;
+        if config.hidden_act != "gelu" {
+            return Err(fail(format!(
+                "hidden_act {:?} is not supported (only exact \"gelu\")",
+                config.hidden_act
+            )));
+        }
+        if !dir.join("model.safetensors").is_file() {
+            return Err(fail(
+                "no model.safetensors (convert .bin checkpoints to safetensors first)".into(),
+            ));
+        }
+        Ok(Checkpoint { dir, config })
+    }
+
+    /// A model config with the checkpoint's dimensions and a linear head.
+    pub fn model_config(&self, num_classes: usize) -> ModelConfig {
+        let c = &self.config;
+        let mut m = ModelConfig::new(
+            c.vocab_size,
+            num_classes,
+            c.num_hidden_layers,
+            c.hidden_size,
+            c.num_attention_heads,
+            c.intermediate_size,
+        )
+        .with_max_position(c.max_position_embeddings)
+        .with_dropout(c.hidden_dropout_prob);
+        m.type_vocab_size = c.type_vocab_size;
+        m.layer_norm_eps = c.layer_norm_eps;
+        m
+    }
+
+    /// The checkpoint's tokenizer.
+    pub fn tokenizer(&self) -> Result<TextTokenizer> {
+        TextTokenizer::from_dir(&self.dir)
+    }
+
+    /// Loads the checkpoint's weights into `model` (built from
+    /// [`model_config`](Self::model_config), head dimensions free).
+    pub fn load_into<B: Backend>(
+        &self,
+        mut model: BertClassifier<B>,
+    ) -> Result<(BertClassifier<B>, LoadReport)> {
+        let path = self.dir.join("model.safetensors");
+        let fail = |message: String| Error::Checkpoint {
+            path: path.clone(),
+            message,
+        };
+        let mut store = SafetensorsStore::from_file(&path)
+            .with_from_adapter(PyTorchToBurnAdapter)
+            .allow_partial(true);
+        for (from, to) in KEY_MAPPING {
+            store = store.with_key_remapping(from, to);
+        }
+        let result = model
+            .load_from(&mut store)
+            .map_err(|e| fail(format!("cannot read: {e}")))?;
+        if !result.errors.is_empty() {
+            let errors: Vec<String> = result.errors.iter().map(ToString::to_string).collect();
+            return Err(fail(format!(
+                "{} tensor(s) do not fit the model: {}",
+                errors.len(),
+                errors.join("; ")
+            )));
+        }
+        let (fresh, missing): (Vec<String>, Vec<String>) = result
+            .missing
+            .iter()
+            .map(|(p, _)| p.clone())
+            .partition(|p| p.starts_with("head."));
+        if !missing.is_empty() {
+            return Err(fail(format!(
+                "{} model tensor(s) missing from the checkpoint: {}",
+                missing.len(),
+                missing.join(", ")
+            )));
+        }
+        if !result.unused.is_empty() {
+            tracing::info!(unused = ?result.unused, "checkpoint tensors not used by the model");
+        }
+        Ok((
+            model,
+            LoadReport {
+                loaded: result.applied.clone(),
+                fresh,
+                unused: result.unused.clone(),
+            },
+        ))
+    }
+}

@@ -1,0 +1,152 @@
+//! A text-classification task ready for trials: split data, a tokenizer,
+//! optionally a pretrained checkpoint, and the per-trial run.
+
+use crate::batch::EncodedExample;
+use crate::data::{Dataset, Text};
+use crate::error::{Error, Result};
+use crate::memory::MemoryGuard;
+use crate::model::{ModelConfig, Pooling, Preset};
+use crate::pretrained::Checkpoint;
+use crate::tokenize::TextTokenizer;
+use crate::train::{FitReport, TrainConfig, TrainData, Trainer, TrialSink};
+use burn::tensor::backend::AutodiffBackend;
+use serde::{Deserialize, Serialize};
+
+/// Vocabulary size trained when no checkpoint is given.
+pub const DEFAULT_TRAINED_VOCAB: usize = 8000;
+
+/// Train and validation data with the tokenizer they are encoded with.
+#[derive(Debug, Clone)]
+pub struct TextTask {
+    /// Training split.
+    pub train: Dataset,
+    /// Validation split.
+    pub valid: Dataset,
+    /// The tokenizer (the checkpoint's, or trained on `train`).
+    pub tokenizer: TextTokenizer,
+    /// The pretrained starting point, if any.
+    pub checkpoint: Option<Checkpoint>,
+}
+
+impl TextTask {
+    /// A task on `train` / `valid`; without a checkpoint a WordPiece
+    /// vocabulary of up to `vocab_size` is trained on the training texts only.
+    pub fn new(
+        train: Dataset,
+        valid: Dataset,
+        checkpoint: Option<Checkpoint>,
+        vocab_size: usize,
+    ) -> Result<Self> {
+        if train.classes != valid.classes {
+            return Err(Error::Data("train and validation classes differ".into()));
+        }
+        let tokenizer = match &checkpoint {
+            Some(c) => c.tokenizer()?,
+            None => {
+                let texts = train.examples.iter().flat_map(|e| match &e.text {
+                    Text::Single(t) => vec![t.as_str()],
+                    Text::Pair { criterion, text } => vec![criterion.as_str(), text.as_str()],
+                });
+                TextTokenizer::train(texts.collect::<Vec<_>>().into_iter(), vocab_size)?
+            }
+        };
+        Ok(TextTask {
+            train,
+            valid,
+            tokenizer,
+            checkpoint,
+        })
+    }
+
+    /// Tokenizes both splits at `max_len`.
+    pub fn encode(&self, max_len: usize) -> Result<(Vec<EncodedExample>, Vec<EncodedExample>)> {
+        let enc = |d: &Dataset| -> Result<Vec<EncodedExample>> {
+            let texts: Vec<&Text> = d.examples.iter().map(|e| &e.text).collect();
+            Ok(self
+                .tokenizer
+                .encode_all(&texts, max_len)?
+                .into_iter()
+                .zip(&d.examples)
+                .map(|(encoded, e)| EncodedExample {
+                    encoded,
+                    label: e.label,
+                })
+                .collect())
+        };
+        Ok((enc(&self.train)?, enc(&self.valid)?))
+    }
+}
+
+/// The model-side choices of one trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSpec {
+    /// Encoder size (ignored when the task has a checkpoint: its dimensions win).
+    pub preset: Preset,
+    /// Hidden layers in the head.
+    pub head_layers: usize,
+    /// Width of the head's hidden layers.
+    pub head_width: usize,
+    /// Dropout in encoder and head.
+    pub dropout: f64,
+    /// Pooling of the encoder output.
+    pub pooling: Pooling,
+    /// Training hyperparameters.
+    pub train: TrainConfig,
+}
+
+impl RunSpec {
+    /// The model config this spec builds for `task`.
+    pub fn model_config(&self, task: &TextTask) -> ModelConfig {
+        let classes = task.train.classes.len();
+        let base = match &task.checkpoint {
+            Some(c) => c.model_config(classes),
+            None => ModelConfig::preset(self.preset, task.tokenizer.vocab_size(), classes)
+                .with_max_position(self.train.max_len.max(128)),
+        };
+        base.with_head(self.head_layers, self.head_width)
+            .with_dropout(self.dropout)
+            .with_head_dropout(self.dropout)
+            .with_pooling(self.pooling)
+    }
+
+    /// A name for the model in records.
+    pub fn model_name(&self, task: &TextTask) -> String {
+        match &task.checkpoint {
+            Some(c) => c.dir.display().to_string(),
+            None => self.preset.name().to_string(),
+        }
+    }
+}
+
+/// Builds the model (from the checkpoint when the task has one), tokenizes,
+/// and trains, reporting to `sink`. The return value's `best_macro_f1` is
+/// the trial's objective.
+pub fn run<B: AutodiffBackend, S: TrialSink>(
+    task: &TextTask,
+    spec: &RunSpec,
+    guard: MemoryGuard,
+    device: &B::Device,
+    sink: &mut S,
+) -> Result<FitReport> {
+    let model_config = spec.model_config(task);
+    B::seed(device, spec.train.seed);
+    let mut model = model_config.init::<B>(device)?;
+    if let Some(c) = &task.checkpoint {
+        model = c.load_into(model)?.0;
+    }
+    let (train, valid) = task.encode(spec.train.max_len.min(model_config.max_position))?;
+    let trainer = Trainer::<B>::new(
+        spec.train.clone(),
+        model_config,
+        spec.model_name(task),
+        device.clone(),
+    )
+    .with_guard(guard);
+    let data = TrainData {
+        train: &train,
+        valid: &valid,
+        pad_id: task.tokenizer.pad_id(),
+        classes: task.train.classes.len(),
+    };
+    Ok(trainer.fit(model, data, sink)?.1)
+}

@@ -1,0 +1,558 @@
+//! The training loop: AdamW, warm-up and linear decay, gradient
+//! accumulation, per-epoch evaluation and reporting, early stopping, and the
+//! out-of-memory ladder.
+//!
+//! One epoch is planned as optimizer steps of `micro_batch × accumulation`
+//! examples (see [`crate::batch`]). Each step runs its micro-batches
+//! forward and backward, with every micro-batch's mean loss scaled by its
+//! share of the step, so the accumulated gradient is the step's mean
+//! gradient whatever the micro-batch size. When a micro-batch runs out of
+//! memory the epoch is abandoned, device memory released, the model and
+//! optimizer rewound to the epoch's start, the micro-batch halved and the
+//! epoch run again: same steps, same examples, same effective batch. Below
+//! `min_micro_batch` the run ends with [`Error::OomExhausted`].
+//!
+//! Runs are deterministic under [`TrainConfig::seed`] on the CPU backend:
+//! the backend RNG (initialisation, dropout) is seeded per epoch and the
+//! shuffling uses its own ChaCha stream, so a restarted epoch replays the
+//! same order and masks.
+
+mod metrics;
+mod schedule;
+mod sink;
+
+pub use self::metrics::{accuracy_and_macro_f1, Metrics};
+pub use self::schedule::WarmupLinear;
+pub use self::sink::{Recorder, TrialSink};
+
+use crate::batch::{make_batch, plan_batches, EncodedExample};
+use crate::error::{Error, Result};
+use crate::memory::{estimate_training_memory, process_peak_rss, MemoryGuard, Precision};
+use crate::model::{BertClassifier, ModelConfig};
+use crate::oom::{classify, panic_message, OomConfig};
+use burn::grad_clipping::GradientClippingConfig;
+use burn::module::AutodiffModule;
+use burn::nn::loss::{CrossEntropyLoss, CrossEntropyLossConfig};
+use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::cast::ToElement;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Instant;
+
+/// Training hyperparameters of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainConfig {
+    /// Maximum epochs.
+    pub epochs: usize,
+    /// Peak learning rate.
+    pub learning_rate: f64,
+    /// Examples per forward/backward pass.
+    pub micro_batch: usize,
+    /// Micro-batches per optimizer step.
+    pub accumulation: usize,
+    /// Maximum sequence length (tokens, including `[CLS]`/`[SEP]`).
+    pub max_len: usize,
+    /// Fraction of all steps spent warming up.
+    pub warmup_ratio: f64,
+    /// AdamW decoupled weight decay.
+    pub weight_decay: f64,
+    /// Per-parameter gradient norm clip (burn clips each parameter tensor).
+    pub grad_clip: Option<f32>,
+    /// Stop after this many epochs without a better validation macro-F1.
+    pub patience: Option<usize>,
+    /// The OOM ladder's floor.
+    pub min_micro_batch: usize,
+    /// Group similar lengths into batches.
+    pub bucket_by_length: bool,
+    /// Evaluation batch size.
+    pub eval_batch: usize,
+    /// Weight the loss by inverse class frequency (`n / (k · n_c)`), so
+    /// rare classes count as much as common ones, as macro-F1 does.
+    #[serde(default)]
+    pub balanced_loss: bool,
+    /// Seed for initialisation, dropout and shuffling.
+    pub seed: u64,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            epochs: 3,
+            learning_rate: 5e-4,
+            micro_batch: 32,
+            accumulation: 1,
+            max_len: 128,
+            warmup_ratio: 0.1,
+            weight_decay: 0.01,
+            grad_clip: Some(1.0),
+            patience: None,
+            min_micro_batch: 1,
+            bucket_by_length: true,
+            eval_batch: 64,
+            balanced_loss: false,
+            seed: 0,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Examples per optimizer step.
+    pub fn effective_batch(&self) -> usize {
+        self.micro_batch * self.accumulation
+    }
+
+    fn validate(&self) -> Result<()> {
+        let mut problems = Vec::new();
+        if self.epochs == 0 {
+            problems.push("epochs must be positive".to_string());
+        }
+        if self.micro_batch == 0 || self.accumulation == 0 || self.eval_batch == 0 {
+            problems.push("micro_batch, accumulation and eval_batch must be positive".into());
+        }
+        if self.min_micro_batch == 0 {
+            problems.push("min_micro_batch must be positive".into());
+        }
+        if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
+            problems.push(format!(
+                "learning rate {} must be positive",
+                self.learning_rate
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.warmup_ratio) {
+            problems.push(format!(
+                "warmup ratio {} is outside [0, 1]",
+                self.warmup_ratio
+            ));
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Config(problems.join("; ")))
+        }
+    }
+}
+
+/// Train and validation examples, already tokenized.
+#[derive(Debug, Clone, Copy)]
+pub struct TrainData<'a> {
+    /// Training examples.
+    pub train: &'a [EncodedExample],
+    /// Validation examples.
+    pub valid: &'a [EncodedExample],
+    /// Padding token id.
+    pub pad_id: u32,
+    /// Number of classes.
+    pub classes: usize,
+}
+
+/// One epoch's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct EpochReport {
+    /// 1-based epoch.
+    pub epoch: u64,
+    /// Mean training loss.
+    pub train_loss: f64,
+    /// Validation metrics.
+    pub valid: Metrics,
+    /// Micro-batch the epoch completed with.
+    pub micro_batch: usize,
+    /// Wall time of training (not evaluation) in seconds.
+    pub train_seconds: f64,
+    /// Real (non-padding) tokens trained on.
+    pub tokens: u64,
+    /// Tokens including padding.
+    pub padded_tokens: u64,
+}
+
+/// The outcome of a completed run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FitReport {
+    /// Best validation macro-F1.
+    pub best_macro_f1: f64,
+    /// Epoch that reached it.
+    pub best_epoch: u64,
+    /// Every epoch, in order.
+    pub history: Vec<EpochReport>,
+    /// Micro-batch at the end (smaller than configured after OOM retries).
+    pub micro_batch: usize,
+    /// Accumulation at the end.
+    pub accumulation: usize,
+    /// OOM retries taken.
+    pub oom_retries: usize,
+    /// Whether patience ended the run before `epochs`.
+    pub stopped_early: bool,
+}
+
+/// Runs training for one model configuration on one device.
+#[derive(Debug, Clone)]
+pub struct Trainer<B: Backend> {
+    /// Hyperparameters.
+    pub config: TrainConfig,
+    /// The model's configuration (for the memory estimate and OOM record).
+    pub model_config: ModelConfig,
+    /// A name for the model in records (preset or checkpoint).
+    pub model_name: String,
+    /// Out-of-memory source (real device, or a simulated cap).
+    pub guard: MemoryGuard,
+    /// The device.
+    pub device: B::Device,
+}
+
+struct EpochRun<B: AutodiffBackend, O> {
+    model: BertClassifier<B>,
+    optim: O,
+    loss_sum: f64,
+    examples: usize,
+    tokens: u64,
+    padded: u64,
+}
+
+impl<B: AutodiffBackend> Trainer<B> {
+    /// A trainer with an unlimited memory guard.
+    pub fn new(
+        config: TrainConfig,
+        model_config: ModelConfig,
+        model_name: impl Into<String>,
+        device: B::Device,
+    ) -> Self {
+        Trainer {
+            config,
+            model_config,
+            model_name: model_name.into(),
+            guard: MemoryGuard::Unlimited,
+            device,
+        }
+    }
+
+    /// Replaces the memory guard (for example a simulated device).
+    pub fn with_guard(mut self, guard: MemoryGuard) -> Self {
+        self.guard = guard;
+        self
+    }
+
+    /// Trains `model`, reporting each epoch's validation macro-F1 to `sink`.
+    ///
+    /// Returns the trained model and the report; [`Error::Pruned`] when the
+    /// sink asks to stop, [`Error::OomExhausted`] when even the smallest
+    /// micro-batch does not fit, [`Error::Device`] for failures that are not
+    /// out-of-memory (never retried).
+    pub fn fit<S: TrialSink>(
+        &self,
+        model: BertClassifier<B>,
+        data: TrainData<'_>,
+        sink: &mut S,
+    ) -> Result<(BertClassifier<B>, FitReport)> {
+        let cfg = &self.config;
+        cfg.validate()?;
+        if data.train.is_empty() || data.valid.is_empty() {
+            return Err(Error::Data(
+                "training and validation sets must not be empty".into(),
+            ));
+        }
+        let estimate = estimate_training_memory(
+            &self.model_config,
+            cfg.micro_batch,
+            cfg.max_len,
+            Precision::F32,
+        );
+        sink.record("estimated_peak_bytes", json!(estimate.total()))?;
+
+        let effective = cfg.effective_batch();
+        let lengths: Vec<usize> = data.train.iter().map(EncodedExample::len).collect();
+        let steps_per_epoch = data.train.len().div_ceil(effective);
+        let schedule = WarmupLinear::new(
+            cfg.learning_rate,
+            cfg.warmup_ratio,
+            steps_per_epoch * cfg.epochs,
+        );
+        let mut optim = AdamWConfig::new()
+            .with_weight_decay(cfg.weight_decay as f32)
+            .with_grad_clipping(cfg.grad_clip.map(GradientClippingConfig::Norm))
+            .init::<B, BertClassifier<B>>();
+        let mut model = model;
+        let mut micro = cfg.micro_batch;
+        let mut retries = 0usize;
+        let mut history = Vec::new();
+        let mut best = (f64::NEG_INFINITY, 0u64);
+        let mut stopped_early = false;
+
+        for epoch in 1..=cfg.epochs as u64 {
+            let plan = plan_batches(
+                &lengths,
+                effective,
+                Some(cfg.seed ^ epoch.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+                cfg.bucket_by_length,
+            );
+            let step0 = (epoch as usize - 1) * steps_per_epoch;
+            let started = Instant::now();
+            let run = loop {
+                match self.run_epoch(
+                    model.clone(),
+                    optim.clone(),
+                    epoch,
+                    micro,
+                    &plan,
+                    step0,
+                    &schedule,
+                    data,
+                ) {
+                    Ok(run) => break run,
+                    Err(Error::OutOfMemory(message)) => {
+                        B::memory_cleanup(&self.device);
+                        let accumulation = effective.div_ceil(micro);
+                        if micro / 2 < cfg.min_micro_batch.max(1) {
+                            let config = OomConfig {
+                                model: self.model_name.clone(),
+                                batch: micro,
+                                accumulation,
+                                max_len: cfg.max_len,
+                                effective_batch: effective,
+                                initial_batch: cfg.micro_batch,
+                                retries,
+                            };
+                            tracing::warn!(?config, %message, "out of memory at the smallest micro-batch; giving up");
+                            sink.record("oom_retries", json!(retries))?;
+                            return Err(Error::OomExhausted { config, message });
+                        }
+                        micro /= 2;
+                        retries += 1;
+                        tracing::warn!(
+                            epoch,
+                            micro_batch = micro,
+                            accumulation = effective.div_ceil(micro),
+                            effective_batch = effective,
+                            %message,
+                            "out of memory: halving the micro-batch and restarting the epoch"
+                        );
+                        sink.record("oom_retries", json!(retries))?;
+                        sink.record("micro_batch", json!(micro))?;
+                        sink.record("accumulation", json!(effective.div_ceil(micro)))?;
+                    }
+                    Err(other) => return Err(other),
+                }
+            };
+            let train_seconds = started.elapsed().as_secs_f64();
+            model = run.model;
+            optim = run.optim;
+            let valid = self.evaluate(&model.valid(), data)?;
+            let report = EpochReport {
+                epoch,
+                train_loss: run.loss_sum / run.examples.max(1) as f64,
+                valid,
+                micro_batch: micro,
+                train_seconds,
+                tokens: run.tokens,
+                padded_tokens: run.padded,
+            };
+            tracing::debug!(?report, "epoch done");
+            history.push(report);
+            if valid.macro_f1 > best.0 {
+                best = (valid.macro_f1, epoch);
+            }
+            if sink.report_epoch(epoch, valid.macro_f1)? {
+                self.record_final(sink, micro, retries)?;
+                return Err(Error::Pruned { epoch });
+            }
+            if let Some(p) = cfg.patience {
+                if epoch - best.1 >= p as u64 && (epoch as usize) < cfg.epochs {
+                    stopped_early = true;
+                    break;
+                }
+            }
+        }
+        self.record_final(sink, micro, retries)?;
+        let report = FitReport {
+            best_macro_f1: best.0,
+            best_epoch: best.1,
+            history,
+            micro_batch: micro,
+            accumulation: effective.div_ceil(micro),
+            oom_retries: retries,
+            stopped_early,
+        };
+        Ok((model, report))
+    }
+
+    fn record_final<S: TrialSink>(&self, sink: &mut S, micro: usize, retries: usize) -> Result<()> {
+        sink.record("oom_retries", json!(retries))?;
+        sink.record("micro_batch", json!(micro))?;
+        sink.record(
+            "accumulation",
+            json!(self.config.effective_batch().div_ceil(micro)),
+        )?;
+        if let Some(peak) = process_peak_rss() {
+            // The CPU backend has no allocator statistics: the process's
+            // peak resident set is the measurable stand-in.
+            sink.record("peak_rss_bytes", json!(peak))?;
+        }
+        #[cfg(feature = "cuda")]
+        if let Ok(mem) = crate::memory::device_memory(0) {
+            sink.record("device_used_bytes", json!(mem.used))?;
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_epoch<O: Optimizer<BertClassifier<B>, B>>(
+        &self,
+        mut model: BertClassifier<B>,
+        mut optim: O,
+        epoch: u64,
+        micro: usize,
+        plan: &[Vec<usize>],
+        step0: usize,
+        schedule: &WarmupLinear,
+        data: TrainData<'_>,
+    ) -> Result<EpochRun<B, O>> {
+        B::seed(&self.device, self.config.seed.wrapping_add(epoch));
+        let mut loss_config = CrossEntropyLossConfig::new();
+        if self.config.balanced_loss {
+            let mut counts = vec![0usize; data.classes];
+            for e in data.train {
+                if let Some(c) = counts.get_mut(e.label) {
+                    *c += 1;
+                }
+            }
+            let n = data.train.len() as f32;
+            let k = data.classes as f32;
+            loss_config.weights = Some(
+                counts
+                    .iter()
+                    .map(|&c| if c == 0 { 0.0 } else { n / (k * c as f32) })
+                    .collect(),
+            );
+        }
+        let criterion = loss_config.init::<B>(&self.device);
+        let mut run_loss = 0.0;
+        let (mut examples, mut tokens, mut padded) = (0usize, 0u64, 0u64);
+        for (k, step) in plan.iter().enumerate() {
+            let lr = schedule.lr(step0 + k);
+            let mut accumulator = GradientsAccumulator::<BertClassifier<B>>::new();
+            let step_size = step.len() as f32;
+            for chunk in step.chunks(micro) {
+                let exs: Vec<&EncodedExample> = chunk.iter().map(|&i| &data.train[i]).collect();
+                let len = exs.iter().map(|e| e.len()).max().unwrap_or(1);
+                self.guard.check(&self.model_config, exs.len(), len)?;
+                let device = &self.device;
+                let m = &model;
+                let criterion = &criterion;
+                let (loss, grads, batch_tokens) = guarded(|| {
+                    let batch = make_batch::<B>(&exs, data.pad_id, device);
+                    let logits = m.forward(batch.input_ids, batch.segment_ids, batch.mask_pad);
+                    let loss = criterion.forward(logits, batch.labels);
+                    let value = loss.clone().into_scalar().to_f64();
+                    let grads = (loss * (batch.size as f32 / step_size)).backward();
+                    (value, GradientsParams::from_grads(grads, m), batch.tokens)
+                })?;
+                if !loss.is_finite() {
+                    return Err(Error::Diverged(format!(
+                        "loss {loss} at epoch {epoch}, step {k} (learning rate {lr:.2e})"
+                    )));
+                }
+                accumulator.accumulate(&model, grads);
+                run_loss += loss * exs.len() as f64;
+                examples += exs.len();
+                tokens += batch_tokens as u64;
+                padded += (exs.len() * len) as u64;
+            }
+            let grads = accumulator.grads();
+            let (m, o) = guarded(move || {
+                let m = optim.step(lr, model, grads);
+                (m, optim)
+            })?;
+            model = m;
+            optim = o;
+            B::sync(&self.device).map_err(|e| classify(&e.to_string()))?;
+        }
+        Ok(EpochRun {
+            model,
+            optim,
+            loss_sum: run_loss,
+            examples,
+            tokens,
+            padded,
+        })
+    }
+
+    /// Validation metrics of `model` (an inference model: no dropout).
+    pub fn evaluate(
+        &self,
+        model: &BertClassifier<B::InnerBackend>,
+        data: TrainData<'_>,
+    ) -> Result<Metrics> {
+        let lengths: Vec<usize> = data.valid.iter().map(EncodedExample::len).collect();
+        let mut predicted = Vec::with_capacity(data.valid.len());
+        let mut actual = Vec::with_capacity(data.valid.len());
+        let mut loss_sum = 0.0;
+        for batch_idx in plan_batches(&lengths, self.config.eval_batch, None, true) {
+            let exs: Vec<&EncodedExample> = batch_idx.iter().map(|&i| &data.valid[i]).collect();
+            let device = &self.device;
+            let (loss, preds) = guarded(|| {
+                let batch = make_batch::<B::InnerBackend>(&exs, data.pad_id, device);
+                let logits = model.forward(batch.input_ids, batch.segment_ids, batch.mask_pad);
+                let loss = CrossEntropyLoss::new(None, device)
+                    .forward(logits.clone(), batch.labels)
+                    .into_scalar()
+                    .to_f64();
+                let preds = logits
+                    .argmax(1)
+                    .into_data()
+                    .convert::<i64>()
+                    .to_vec::<i64>();
+                (loss, preds)
+            })?;
+            let preds = preds.map_err(|e| Error::Device(format!("reading predictions: {e:?}")))?;
+            loss_sum += loss * exs.len() as f64;
+            predicted.extend(preds.into_iter().map(|p| p.max(0) as usize));
+            actual.extend(exs.iter().map(|e| e.label));
+        }
+        let (accuracy, macro_f1) = accuracy_and_macro_f1(&predicted, &actual, data.classes);
+        Ok(Metrics {
+            accuracy,
+            macro_f1,
+            loss: loss_sum / data.valid.len().max(1) as f64,
+        })
+    }
+}
+
+/// Runs `f`, turning a panic into a classified error (out-of-memory, device
+/// failure) instead of unwinding through the study.
+fn guarded<T>(f: impl FnOnce() -> T) -> Result<T> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|payload| classify(&panic_message(payload.as_ref())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guarded_turns_backend_panics_into_classified_errors() {
+        assert_eq!(guarded(|| 7).unwrap(), 7);
+        let oom =
+            guarded(|| -> () { std::panic::panic_any("CUDA_ERROR_OUT_OF_MEMORY".to_string()) });
+        assert!(matches!(oom, Err(Error::OutOfMemory(_))));
+        // A poisoned device is not an OOM: the ladder does not retry it.
+        let poisoned = guarded(|| -> () { std::panic::panic_any("device-side assert triggered") });
+        assert!(matches!(poisoned, Err(Error::Device(ref m)) if m.contains("device-side assert")));
+        assert!(matches!(
+            Error::Device("x".into()).into_trial_error(),
+            hpo_core::TrialError::Failed(_)
+        ));
+    }
+
+    #[test]
+    fn config_validation_names_problems() {
+        let bad = TrainConfig {
+            epochs: 0,
+            learning_rate: -1.0,
+            ..TrainConfig::default()
+        };
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("epochs") && e.contains("learning rate -1"),
+            "{e}"
+        );
+    }
+}

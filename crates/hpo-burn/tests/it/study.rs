@@ -1,0 +1,144 @@
+//! hpo-burn inside real hpo studies: pruning, OOM as a constraint
+//! violation, and an end-to-end study on the shipped VADER tweets.
+
+use crate::oom::{config, data, train_config};
+use crate::vader_path;
+use hpo_burn::burn::tensor::backend::Backend;
+use hpo_burn::{
+    estimate_training_memory, load_tsv, run, Cpu, MemoryGuard, Precision, Preset, RunSpec,
+    TextTask, TrainConfig, TrainData, Trainer, TsvSpec,
+};
+use hpo_core::{
+    FailureKind, FrozenTrial, Pruner, RandomSampler, Study, StudyView, TrialError, TrialState,
+};
+
+/// Prunes every trial at its first report: the "bad trial" rule.
+struct PruneAtFirstReport;
+
+impl Pruner for PruneAtFirstReport {
+    fn prune(
+        &self,
+        _study: &StudyView<'_>,
+        trial: &FrozenTrial,
+    ) -> hpo_core::Result<hpo_core::Decision> {
+        Ok((!trial.intermediate_values.is_empty()).into())
+    }
+}
+
+fn toy_objective(
+    micro: usize,
+    guard: MemoryGuard,
+    epochs: usize,
+) -> impl Fn(&mut hpo_core::Trial) -> Result<f64, TrialError> + Sync {
+    move |trial| {
+        let device = Default::default();
+        Cpu::seed(&device, 3);
+        let model = config()
+            .init::<Cpu>(&device)
+            .map_err(|e| e.into_trial_error())?;
+        let (train, valid) = data();
+        let cfg = TrainConfig {
+            epochs,
+            ..train_config(micro, 1)
+        };
+        let trainer = Trainer::<Cpu>::new(cfg, config(), "toy", device).with_guard(guard);
+        let data = TrainData {
+            train: &train,
+            valid: &valid,
+            pad_id: 0,
+            classes: 2,
+        };
+        trainer
+            .fit(model, data, trial)
+            .map(|(_, r)| r.best_macro_f1)
+            .map_err(|e| e.into_trial_error())
+    }
+}
+
+#[test]
+fn pruning_stops_a_bad_trial_after_its_first_epoch() {
+    let _lock = crate::backend_lock();
+    let study = Study::builder().pruner(PruneAtFirstReport).build().unwrap();
+    study
+        .optimize(1, toy_objective(16, MemoryGuard::Unlimited, 3))
+        .unwrap();
+    let t = &study.trials().unwrap()[0];
+    assert_eq!(t.state, TrialState::Pruned);
+    assert_eq!(t.intermediate_values.len(), 1, "stopped after epoch 1 of 3");
+    assert!(t.user_attrs.contains_key("micro_batch"));
+}
+
+#[test]
+fn oom_at_the_floor_is_a_recorded_constraint_violation() {
+    let _lock = crate::backend_lock();
+    let capacity =
+        estimate_training_memory(&config(), 1, crate::oom::LEN, Precision::F32).total() - 1;
+    let study = Study::builder().build().unwrap();
+    study
+        .optimize(1, toy_objective(4, MemoryGuard::simulated(capacity), 1))
+        .unwrap();
+    let t = &study.trials().unwrap()[0];
+    assert_eq!(t.state, TrialState::Fail);
+    assert_eq!(t.failure(), Some(FailureKind::Oom));
+    assert!(t.constraint_violation().unwrap() > 0.0);
+    let oom = &t.system_attrs[FailureKind::OOM_CONFIG_ATTR];
+    assert_eq!(oom["batch"], 1);
+    assert_eq!(oom["effective_batch"], 4);
+    assert_eq!(oom["accumulation"], 4);
+    assert_eq!(t.user_attrs["oom_retries"], 2);
+}
+
+#[test]
+fn end_to_end_study_on_the_vader_tweets() {
+    let _lock = crate::backend_lock();
+    let data = load_tsv(
+        vader_path(),
+        &TsvSpec::single("text", "label").with_positive("neg"),
+    )
+    .unwrap();
+    assert_eq!(data.examples.len(), 4200);
+    assert_eq!(data.class_counts()[1], 1299);
+    let (train, valid) = data.take_per_class(60).split_stratified(0.25, 1).unwrap();
+    let task = TextTask::new(train, valid, None, 1500).unwrap();
+    let study = Study::builder()
+        .sampler(RandomSampler::seeded(0))
+        .build()
+        .unwrap();
+    study
+        .optimize(3, |trial| -> Result<f64, TrialError> {
+            let spec = RunSpec {
+                preset: Preset::Tiny,
+                head_layers: trial.suggest_int("head_layers", 0, 1)? as usize,
+                head_width: 32,
+                dropout: 0.1,
+                pooling: hpo_burn::Pooling::Mean,
+                train: TrainConfig {
+                    epochs: 2,
+                    learning_rate: trial.suggest_float_log("lr", 1e-4, 3e-3)?,
+                    micro_batch: 16,
+                    max_len: 32,
+                    seed: trial.number(),
+                    ..TrainConfig::default()
+                },
+            };
+            run::<Cpu, _>(
+                &task,
+                &spec,
+                MemoryGuard::Unlimited,
+                &Default::default(),
+                trial,
+            )
+            .map(|r| r.best_macro_f1)
+            .map_err(|e| e.into_trial_error())
+        })
+        .unwrap();
+    let trials = study.trials().unwrap();
+    assert_eq!(trials.len(), 3);
+    for t in &trials {
+        assert_eq!(t.state, TrialState::Complete, "{:?}", t.fail_reason());
+        let v = t.value().unwrap();
+        assert!((0.0..=1.0).contains(&v));
+        assert_eq!(t.intermediate_values.len(), 2);
+        assert_eq!(t.user_attrs["oom_retries"], 0);
+    }
+}
