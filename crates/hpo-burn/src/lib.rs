@@ -9,7 +9,7 @@
 //!
 //! * **Generic over the backend.** The model ([`BertClassifier`]) is generic
 //!   over `B: Backend` and the training loop over `B: AutodiffBackend`, burn
-//!   style; [`Cpu`] and (with `cuda`) [`Cuda`] are the two instantiations we
+//!   style; [`Cpu`] and (with `cuda`) `Cuda` are the two instantiations we
 //!   ship. Nothing in hpo-core depends on burn.
 //! * **Pay for real tokens only.** Batches are padded to their own longest
 //!   sequence, optionally bucketed by length ([`batch`]).
