@@ -157,20 +157,18 @@ pub(crate) fn nan_best(values: impl IntoIterator<Item = f64>, direction: Directi
         })
 }
 
-/// Optuna's `_is_first_in_interval_step`: whether `step` (at or after the
-/// warm-up) is the first reported step at or after the latest pruning check
-/// point `warmup + k * interval`. Call only with `step >= warmup` and
-/// `interval >= 1`.
-pub(crate) fn is_first_in_interval_step(
-    step: u64,
-    steps: impl IntoIterator<Item = u64>,
-    warmup: u64,
-    interval: u64,
-) -> bool {
+/// The last reported `(step, value)` of `trial` if that step is due for a
+/// check: at or after the warm-up, and the first report inside its interval
+/// of `interval` steps (Optuna's warm-up test plus `_is_first_in_interval_step`).
+pub(crate) fn step_due(trial: &FrozenTrial, warmup: u64, interval: u64) -> Option<(u64, f64)> {
+    let (step, value) = trial.last_intermediate()?;
+    if step < warmup {
+        return None;
+    }
     let nearest_lower_pruning_step = (step - warmup) / interval * interval + warmup;
-    match steps.into_iter().filter(|&s| s != step).max() {
-        None => true,
-        Some(second_last) => second_last < nearest_lower_pruning_step,
+    match trial.intermediate_values.range(..step).next_back() {
+        Some((&second_last, _)) if second_last >= nearest_lower_pruning_step => None,
+        _ => Some((step, value)),
     }
 }
 

@@ -1,9 +1,7 @@
 //! Percentile pruning: stop a trial whose best value so far is worse than a
 //! percentile of the COMPLETE trials' values at the same step.
 
-use super::{
-    check_at_least, is_first_in_interval_step, nan_best, single_direction, Decision, Pruner,
-};
+use super::{check_at_least, nan_best, single_direction, step_due, Decision, Pruner};
 use crate::error::{Error, Result};
 use crate::study::{Direction, StudyView};
 use crate::trial::FrozenTrial;
@@ -95,19 +93,9 @@ impl Pruner for PercentilePruner {
         if n_completed == 0 || n_completed < c.n_startup_trials {
             return Ok(Decision::keep());
         }
-        let Some((step, _)) = trial.last_intermediate() else {
+        let Some((step, _)) = step_due(trial, c.n_warmup_steps, c.interval_steps) else {
             return Ok(Decision::keep());
         };
-        if step < c.n_warmup_steps
-            || !is_first_in_interval_step(
-                step,
-                trial.intermediate_values.keys().copied(),
-                c.n_warmup_steps,
-                c.interval_steps,
-            )
-        {
-            return Ok(Decision::keep());
-        }
         let direction = single_direction(study)?;
         let best = nan_best(trial.intermediate_values.values().copied(), direction);
         if best.is_nan() {

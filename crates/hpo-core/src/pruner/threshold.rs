@@ -1,6 +1,6 @@
 //! Threshold pruning: a guard against divergence.
 
-use super::{check_at_least, is_first_in_interval_step, Decision, Pruner};
+use super::{check_at_least, step_due, Decision, Pruner};
 use crate::error::{Error, Result};
 use crate::study::StudyView;
 use crate::trial::FrozenTrial;
@@ -85,20 +85,10 @@ impl ThresholdPruner {
 
 impl Pruner for ThresholdPruner {
     fn prune(&self, _study: &StudyView<'_>, trial: &FrozenTrial) -> Result<Decision> {
-        let Some((step, latest)) = trial.last_intermediate() else {
+        let c = &self.config;
+        let Some((_, latest)) = step_due(trial, c.n_warmup_steps, c.interval_steps) else {
             return Ok(Decision::keep());
         };
-        let c = &self.config;
-        if step < c.n_warmup_steps
-            || !is_first_in_interval_step(
-                step,
-                trial.intermediate_values.keys().copied(),
-                c.n_warmup_steps,
-                c.interval_steps,
-            )
-        {
-            return Ok(Decision::keep());
-        }
         Ok(Decision::from(
             latest.is_nan() || latest < self.lower || latest > self.upper,
         ))

@@ -287,11 +287,7 @@ impl Storage for InMemoryStorage {
         values: Option<&[f64]>,
         system_attrs: &[(String, Value)],
     ) -> Result<Arc<FrozenTrial>> {
-        if !state.is_finished() {
-            return Err(Error::InvalidOperation(format!(
-                "finish_trial needs a finished state, got {state}"
-            )));
-        }
+        super::require_finished(state)?;
         let mut g = self.inner.write()?;
         let t = g.running_mut(trial_id)?;
         for (k, v) in system_attrs {

@@ -47,6 +47,18 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Fails unless `state` is one [`Storage::finish_trial`] accepts (COMPLETE,
+/// PRUNED or FAIL); shared by every implementation.
+pub(crate) fn require_finished(state: TrialState) -> Result<()> {
+    if state.is_finished() {
+        Ok(())
+    } else {
+        Err(crate::Error::InvalidOperation(format!(
+            "finish_trial needs a finished state, got {state}"
+        )))
+    }
+}
+
 /// A study as listed by a storage.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StudySummary {

@@ -1001,11 +1001,7 @@ impl Storage for SqliteStorage {
         values: Option<&[f64]>,
         system_attrs: &[(String, Value)],
     ) -> Result<Arc<FrozenTrial>> {
-        if !state.is_finished() {
-            return Err(Error::InvalidOperation(format!(
-                "finish_trial needs a finished state, got {state}"
-            )));
-        }
+        crate::storage::require_finished(state)?;
         let now = codec::now();
         let complete = codec::format_datetime(now);
         self.op(|db| {
