@@ -277,11 +277,19 @@ fn main() -> anyhow::Result<()> {
             min_delta: 0.0,
         },
     )?;
+    let storage = hpo::storage::storage_from_url(&args.storage)?;
+    // A resumed study must not replay the sampler's stream from the start:
+    // with the same seed its random start-up trials would repeat the first
+    // run's configurations. Offset the seed by the trials already stored.
+    let stored = match storage.find_study(&args.study)? {
+        Some(s) => storage.trials(s.id)?.len() as u64,
+        None => 0,
+    };
     let study = Study::builder()
         .name(&args.study)
-        .storage_url(&args.storage)
+        .storage(storage)
         .direction(Direction::Maximize)
-        .sampler(TpeSampler::seeded(args.seed))
+        .sampler(TpeSampler::seeded(args.seed.wrapping_add(stored)))
         .pruner(pruner)
         .load_if_exists(true)
         .build()?;
