@@ -1,4 +1,4 @@
-"""Optuna side of the hpo <-> Optuna interop test (crates/hpo-core/tests/optuna_interop.rs).
+"""Optuna side of the hpo <-> Optuna interop test (hpo-core/tests/optuna_interop.rs).
 
     python optuna_interop.py dump   DB OUT.json      every study in DB as canonical JSON
     python optuna_interop.py write  DB               Optuna writes the reference studies

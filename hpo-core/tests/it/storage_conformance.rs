@@ -1,7 +1,6 @@
 //! The storage conformance suite against every storage in hpo-core.
 
 // Test helpers outside #[test] functions may unwrap too (clippy.toml covers only the tests).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use hpo_core::storage::{InMemoryStorage, SqliteStorage};
 use std::path::PathBuf;

@@ -9,7 +9,7 @@ Usage (any Optuna 5.x; the fixture records the version used):
 
     python3 -m venv /tmp/optuna-venv
     /tmp/optuna-venv/bin/pip install optuna==5.0.0
-    /tmp/optuna-venv/bin/python crates/hpo-core/tests/pruner_fixtures/gen_fixtures.py
+    /tmp/optuna-venv/bin/python hpo-core/tests/pruner_fixtures/gen_fixtures.py
 
 Protocol, identical on both sides: trials are started in groups of
 `parallel` with `ask()`; the group advances in lock step, each running trial
@@ -245,7 +245,7 @@ def encode_value(v):
 
 def main():
     result = {
-        "generator": "crates/hpo-core/tests/pruner_fixtures/gen_fixtures.py",
+        "generator": "hpo-core/tests/pruner_fixtures/gen_fixtures.py",
         "optuna_version": optuna.__version__,
         "scenarios": [],
     }

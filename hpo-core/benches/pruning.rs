@@ -222,7 +222,7 @@ fn main() {
     ];
     let mut doc_modes = serde_json::Map::new();
     let mut md = format!(
-        "Workload: `crates/hpo-core/benches/pruning.rs` ({EPOCHS} epochs per trial, noise sd {NOISE}); \
+        "Workload: `hpo-core/benches/pruning.rs` ({EPOCHS} epochs per trial, noise sd {NOISE}); \
          a trial start-up costs {STARTUP} epochs (`cost` = epochs + {STARTUP} x trials); \
          mean ± sd over {seeds} study seeds. Command: `cargo bench -p hpo-core --bench pruning`.\n"
     );
@@ -289,12 +289,12 @@ fn main() {
         "command": "cargo bench -p hpo-core --bench pruning",
         "workload": {
             "epochs": EPOCHS, "startup_cost_epochs": STARTUP, "n_trials": n_trials, "seeds": seeds, "noise_sd": NOISE,
-            "curve": "loss(t) = floor + (1 - floor) exp(-rate t) + N(0, noise_sd^2), lr > 0.05 diverges after epoch 10; see crates/hpo-core/benches/pruning.rs",
+            "curve": "loss(t) = floor + (1 - floor) exp(-rate t) + N(0, noise_sd^2), lr > 0.05 diverges after epoch 10; see hpo-core/benches/pruning.rs",
         },
         "modes": doc_modes,
     });
     if !quick {
-        let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/results");
+        let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/results");
         std::fs::create_dir_all(&out).unwrap();
         std::fs::write(
             out.join("pruning.json"),

@@ -1,7 +1,6 @@
 //! One conformance suite run against every sampler: values always inside the
 //! declared distribution and the narrowed support, seeded reproducibility,
 //! conditional search spaces and every distribution kind.
-#![allow(clippy::unwrap_used)] // Tests may unwrap (STYLE.md), helpers included.
 
 use hpo_core::{
     CategoricalDistribution, Direction, FloatDistribution, GridSampler, IntDistribution,

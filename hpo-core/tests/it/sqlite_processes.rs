@@ -4,7 +4,6 @@
 //! `worker_process`, configured through environment variables.
 
 // Test helpers outside #[test] functions may unwrap too (clippy.toml covers only the tests).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use hpo_core::storage::SqliteStorage;
 use hpo_core::study::{FAILED_TRIAL_ATTR, RETRY_HISTORY_ATTR};
@@ -31,7 +30,7 @@ fn temp_dir(tag: &str) -> PathBuf {
 fn spawn_worker(db: &Path, trials: usize, hang_at: Option<u64>, marker: Option<&Path>) -> Child {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
-        "worker_process",
+        "sqlite_processes::worker_process",
         "--exact",
         "--ignored",
         "--nocapture",

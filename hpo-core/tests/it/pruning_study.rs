@@ -1,7 +1,6 @@
 //! Pruners inside a study: what gets stored, and what samplers see.
 
 // Test helpers outside #[test] functions may unwrap too.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use hpo_core::distribution::Support;
 use hpo_core::{

@@ -1,7 +1,6 @@
 //! GridSampler: every point once, then cycling; clear errors for misuse.
 
 // Test helpers outside #[test] functions may unwrap too.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use hpo_core::{GridSampler, ParamValue, Study, TrialError, TrialState};
 use std::collections::BTreeSet;

@@ -4,7 +4,6 @@
 //! rung record must be the one Optuna produced.
 
 // Test helpers outside #[test] functions may unwrap too.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use hpo_core::{Direction, PrunerConfig, Study, TrialError};
 use serde::Deserialize;
@@ -113,7 +112,7 @@ fn replay(sc: &Scenario) -> Outcome {
 
 #[test]
 fn hpo_prunes_exactly_as_optuna() {
-    let text = include_str!("pruner_fixtures/optuna_decisions.json");
+    let text = include_str!("../pruner_fixtures/optuna_decisions.json");
     let fixture: Fixture = serde_json::from_str(text).unwrap();
     assert!(
         fixture.optuna_version.starts_with('5'),
@@ -159,7 +158,7 @@ fn hpo_prunes_exactly_as_optuna() {
 #[test]
 fn fixture_covers_every_pruner_in_both_directions() {
     let fixture: Value =
-        serde_json::from_str(include_str!("pruner_fixtures/optuna_decisions.json")).unwrap();
+        serde_json::from_str(include_str!("../pruner_fixtures/optuna_decisions.json")).unwrap();
     let mut seen = std::collections::BTreeSet::new();
     for sc in fixture["scenarios"].as_array().unwrap() {
         seen.insert((

@@ -2,7 +2,6 @@
 //! and left byte for byte as they were.
 
 // Test helpers outside #[test] functions may unwrap too (clippy.toml covers only the tests).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use hpo_core::storage::SqliteStorage;
 use hpo_core::Error;

@@ -3,7 +3,6 @@
 //! schema and write Optuna's rows byte for byte.
 
 // Test helpers outside #[test] functions may unwrap too (clippy.toml covers only the tests).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use hpo_core::storage::SqliteStorage;
 use hpo_core::{Direction, Distribution, FloatDistribution, FrozenTrial, Storage, TrialState};
@@ -126,7 +125,7 @@ fn trials_states_datetimes_and_values() {
 #[test]
 fn every_parameter_and_distribution() {
     let s = SqliteStorage::open(copy_of_fixture("params")).unwrap();
-    let expected = include_str!("data/optuna_5_0_schema_ref_params.txt");
+    let expected = include_str!("../data/optuna_5_0_schema_ref_params.txt");
     let mut all: Vec<std::sync::Arc<FrozenTrial>> = trials_of(&s, "single_obj").1;
     all.extend(trials_of(&s, "multi_obj").1);
     let mut count = 0;

@@ -8,7 +8,6 @@
 //! canonical JSON, and the dumps must be equal.
 
 // Test helpers outside #[test] functions may unwrap too (clippy.toml covers only the tests).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use hpo_core::distribution::python_float_repr;
 use hpo_core::storage::SqliteStorage;
@@ -48,7 +47,7 @@ fn python() -> Option<PathBuf> {
 }
 
 fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop/optuna_interop.py")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/interop/optuna_interop.py")
 }
 
 fn run_python(py: &Path, args: &[&str]) {

@@ -18,7 +18,7 @@ fn main() -> anyhow::Result<()> {
     let limit: usize = arg(4, "1200").parse()?;
     let max_len: usize = arg(5, "64").parse()?;
     let batch: usize = arg(6, "16").parse()?;
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/vader/tweets.tsv");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/vader/tweets.tsv");
     let data = load_tsv(path, &TsvSpec::single("text", "label").with_positive("neg"))?;
     let (mut train, valid) = data.split_stratified(0.2, 42)?;
     if limit > 0 && limit < train.examples.len() {

@@ -48,5 +48,5 @@ pub fn backend_lock() -> std::sync::MutexGuard<'static, ()> {
 
 /// The repository's copy of the VADER tweets.
 pub fn vader_path() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/vader/tweets.tsv")
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/vader/tweets.tsv")
 }

@@ -1,6 +1,5 @@
 //! TPE behaviour on problems with a known answer, against random search, with
 //! fixed seeds (deterministic, so no flaky thresholds).
-#![allow(clippy::unwrap_used)] // Tests may unwrap (STYLE.md), helpers included.
 
 use hpo_core::{
     Direction, Optimize, RandomSampler, Sampler, Study, TpeSampler, TrialError, TrialState,

@@ -2,7 +2,6 @@
 //! workers are simulated by trials whose heartbeats simply stop.
 
 // Test helpers outside #[test] functions may unwrap too (clippy.toml covers only the tests).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use hpo_core::storage::SqliteStorage;
 use hpo_core::study::{FAILED_TRIAL_ATTR, RETRY_HISTORY_ATTR};

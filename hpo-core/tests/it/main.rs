@@ -1,0 +1,18 @@
+//! hpo-core's integration tests: one binary (one link step), a module per
+//! subject.
+
+// Test helpers outside #[test] functions may unwrap too (clippy.toml covers
+// only the test functions themselves).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod grid_sampler;
+mod heartbeat_retry;
+mod optuna_interop;
+mod pruner_fixtures;
+mod pruning_study;
+mod sampler_conformance;
+mod sqlite_bad_input;
+mod sqlite_optuna_reference;
+mod sqlite_processes;
+mod storage_conformance;
+mod tpe;
