@@ -75,4 +75,6 @@ pub use crate::storage::{InMemoryStorage, SqliteStorage, Storage, StudySummary};
 pub use crate::study::{
     Direction, Heartbeat, Optimize, RetryPolicy, Study, StudyBuilder, StudyView,
 };
-pub use crate::trial::{FailureKind, FrozenTrial, IntoTrialResult, Trial, TrialError, TrialState};
+pub use crate::trial::{
+    FailureKind, FrozenTrial, IntoTrialResult, Trial, TrialError, TrialOutcome, TrialState,
+};

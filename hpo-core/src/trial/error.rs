@@ -58,15 +58,57 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for TrialError {
             msg.push_str(&s.to_string());
             src = s.source();
         }
-        // Errors that carry their own trial outcome keep it.
-        if let Some(crate::Error::EmptySupport { .. }) =
-            (&e as &(dyn std::error::Error + 'static)).downcast_ref::<crate::Error>()
-        {
-            return TrialError::Infeasible(msg);
+        // Errors that carry their own trial outcome keep it: anywhere in the
+        // chain, a `TrialOutcome` (how other crates' errors say "pruned" or
+        // "out of memory") or hpo-core's own empty-support error.
+        let mut link: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(err) = link {
+            if let Some(outcome) = err.downcast_ref::<TrialOutcome>() {
+                return outcome.0.clone();
+            }
+            if let Some(crate::Error::EmptySupport { .. }) = err.downcast_ref::<crate::Error>() {
+                return TrialError::Infeasible(msg);
+            }
+            link = err.source();
         }
         TrialError::Failed(msg)
     }
 }
+
+/// A [`TrialError`] that can stand in an error's source chain.
+///
+/// `TrialError` itself is not a `std::error::Error` (that is what lets every
+/// error convert into it with `?`), so a library whose errors mean "pruned"
+/// or "out of memory" puts a `TrialOutcome` in their source chain:
+///
+/// ```
+/// use hpo_core::{TrialError, TrialOutcome};
+///
+/// #[derive(Debug, thiserror::Error)]
+/// #[error("stopped by the pruner after epoch {epoch}")]
+/// struct Stopped {
+///     epoch: u64,
+///     #[source]
+///     outcome: TrialOutcome,
+/// }
+///
+/// let e = Stopped { epoch: 3, outcome: TrialOutcome(TrialError::Pruned) };
+/// // `?` in an objective performs this conversion.
+/// assert_eq!(TrialError::from(e), TrialError::Pruned);
+/// ```
+///
+/// The blanket conversion looks through the whole chain, so the outcome
+/// survives wrapping by other error types too.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrialOutcome(pub TrialError);
+
+impl fmt::Display for TrialOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for TrialOutcome {}
 
 /// What an objective may return: one value, several values, or an error.
 pub trait IntoTrialResult {

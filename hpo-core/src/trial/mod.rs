@@ -6,7 +6,7 @@ mod frozen;
 mod live;
 mod state;
 
-pub use self::error::{IntoTrialResult, TrialError};
+pub use self::error::{IntoTrialResult, TrialError, TrialOutcome};
 pub use self::frozen::FrozenTrial;
 pub(crate) use self::live::attr_json;
 pub use self::live::Trial;
