@@ -48,6 +48,7 @@
 //! # }
 //! ```
 
+pub mod direction;
 pub mod distribution;
 mod error;
 pub mod pruner;
@@ -56,7 +57,9 @@ pub mod space;
 pub mod storage;
 pub mod study;
 pub mod trial;
+pub mod view;
 
+pub use crate::direction::Direction;
 pub use crate::distribution::{
     CategoricalDistribution, Choice, Distribution, FloatDistribution, IntDistribution, ParamValue,
     Support,
@@ -72,9 +75,8 @@ pub use crate::sampler::{
 };
 pub use crate::space::{ChoiceEnum, ParamDescription, ParamKind, SearchSpace, SpaceDescription};
 pub use crate::storage::{InMemoryStorage, SqliteStorage, Storage, StudySummary};
-pub use crate::study::{
-    Direction, Heartbeat, Optimize, RetryPolicy, Study, StudyBuilder, StudyView,
-};
+pub use crate::study::{Heartbeat, Optimize, RetryPolicy, Study, StudyBuilder, Trial};
 pub use crate::trial::{
-    FailureKind, FrozenTrial, IntoTrialResult, Trial, TrialError, TrialOutcome, TrialState,
+    FailureKind, FrozenTrial, IntoTrialResult, TrialError, TrialOutcome, TrialState,
 };
+pub use crate::view::StudyView;

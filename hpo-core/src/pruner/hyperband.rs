@@ -18,8 +18,8 @@ use super::{
     check_at_least, Decision, Pruner, Resource, SuccessiveHalvingConfig, SuccessiveHalvingPruner,
 };
 use crate::error::{Error, Result};
-use crate::study::StudyView;
 use crate::trial::{FrozenTrial, TrialState};
+use crate::view::StudyView;
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
 
@@ -233,9 +233,9 @@ pub(crate) fn crc32(bytes: &[u8]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::direction::Direction;
     use crate::pruner::successive_halving::completed_rung_key;
     use crate::pruner::testing::*;
-    use crate::study::Direction;
     use serde_json::Value;
     use std::sync::Arc;
 

@@ -3,8 +3,8 @@
 use super::percentile::{PercentileConfig, PercentilePruner};
 use super::{Decision, Pruner};
 use crate::error::Result;
-use crate::study::StudyView;
 use crate::trial::FrozenTrial;
+use crate::view::StudyView;
 use serde::{Deserialize, Serialize};
 
 /// Settings of a [`MedianPruner`] (Optuna's defaults: 5 startup trials, no

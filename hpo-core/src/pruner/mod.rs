@@ -56,9 +56,10 @@ pub use self::percentile::{PercentileConfig, PercentilePruner};
 pub use self::successive_halving::{SuccessiveHalvingConfig, SuccessiveHalvingPruner};
 pub use self::threshold::{ThresholdConfig, ThresholdPruner};
 
+use crate::direction::Direction;
 use crate::error::{Error, Result};
-use crate::study::{Direction, StudyView};
 use crate::trial::FrozenTrial;
+use crate::view::StudyView;
 use serde_json::Value;
 use std::sync::Arc;
 

@@ -2,8 +2,8 @@
 
 use super::{Decision, Pruner};
 use crate::error::Result;
-use crate::study::StudyView;
 use crate::trial::FrozenTrial;
+use crate::view::StudyView;
 
 /// Never prunes: every trial runs to the end.
 #[derive(Debug, Clone, Copy, Default)]

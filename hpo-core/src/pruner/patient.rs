@@ -1,9 +1,10 @@
 //! Patience: consult a pruner only once a trial has stopped improving.
 
 use super::{nan_best, single_direction, Decision, Pruner};
+use crate::direction::Direction;
 use crate::error::{Error, Result};
-use crate::study::{Direction, StudyView};
 use crate::trial::FrozenTrial;
+use crate::view::StudyView;
 use serde::{Deserialize, Serialize};
 
 /// Settings of a [`PatientPruner`].
@@ -176,7 +177,7 @@ mod tests {
     #[test]
     fn missing_steps_use_reported_order() {
         // Steps 0, 5, 7, 20 with patience 1: before {v0, v5}, after {v7, v20}.
-        let d = crate::study::Direction::Minimize;
+        let d = crate::direction::Direction::Minimize;
         let t = trial(
             0,
             crate::trial::TrialState::Running,
@@ -192,7 +193,7 @@ mod tests {
 
     #[test]
     fn forwards_decision_and_bracket() {
-        let d = crate::study::Direction::Minimize;
+        let d = crate::direction::Direction::Minimize;
         let hb = HyperbandConfig {
             min_resource: 1,
             max_resource: Resource::Steps(9),

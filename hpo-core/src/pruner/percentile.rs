@@ -2,9 +2,10 @@
 //! percentile of the COMPLETE trials' values at the same step.
 
 use super::{check_at_least, nan_best, single_direction, step_due, Decision, Pruner};
+use crate::direction::Direction;
 use crate::error::{Error, Result};
-use crate::study::{Direction, StudyView};
 use crate::trial::FrozenTrial;
+use crate::view::StudyView;
 use serde::{Deserialize, Serialize};
 
 /// Settings of a [`PercentilePruner`] (Optuna's defaults).
@@ -182,7 +183,7 @@ mod tests {
     /// |   3   |   4    |   4    |   -    |
     ///
     /// 25th percentile at step 1 = 1.75, at step 2 = 5 (one value).
-    fn history(d: crate::study::Direction) -> Vec<std::sync::Arc<FrozenTrial>> {
+    fn history(d: crate::direction::Direction) -> Vec<std::sync::Arc<FrozenTrial>> {
         let m = |v: f64| mirror(d, v);
         vec![
             complete(0, &[m(1.0), m(1.0)]),
@@ -306,7 +307,7 @@ mod tests {
     fn interval_checks_first_step_of_each_window() {
         // warm-up 1, interval 3: check points 1, 4, 7, ... A bad trial is
         // pruned only at the first reported step at or after a check point.
-        let d = crate::study::Direction::Minimize;
+        let d = crate::direction::Direction::Minimize;
         let hist: Vec<_> = (0..3).map(|i| complete(i, &[0.0; 10])).collect();
         let config = PercentileConfig {
             percentile: 50.0,

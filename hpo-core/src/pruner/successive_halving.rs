@@ -18,9 +18,10 @@
 //! directions. The attributes travel in [`Decision::system_attrs`].
 
 use super::{check_at_least, single_direction, Decision, Pruner, Resource};
+use crate::direction::Direction;
 use crate::error::{Error, Result};
-use crate::study::{Direction, StudyView};
 use crate::trial::{FrozenTrial, TrialState};
+use crate::view::StudyView;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::OnceLock;

@@ -1,7 +1,8 @@
 //! Hand-built histories for pruner unit tests.
 
-use crate::study::{Direction, StudyView};
+use crate::direction::Direction;
 use crate::trial::{FrozenTrial, TrialState};
+use crate::view::StudyView;
 use std::sync::Arc;
 
 /// A trial with the given number, state and `(step, value)` curve.

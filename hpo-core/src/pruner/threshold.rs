@@ -2,8 +2,8 @@
 
 use super::{check_at_least, step_due, Decision, Pruner};
 use crate::error::{Error, Result};
-use crate::study::StudyView;
 use crate::trial::FrozenTrial;
+use crate::view::StudyView;
 use serde::{Deserialize, Serialize};
 
 /// Settings of a [`ThresholdPruner`].
@@ -199,15 +199,21 @@ mod tests {
         .unwrap();
         let t = trial(0, TrialState::Running, &[(0, 0.5), (3, 9.0), (7, 9.0)]);
         assert!(
-            p.prune(&view("s", &[crate::study::Direction::Minimize], &[]), &t)
-                .unwrap()
-                .prune
+            p.prune(
+                &view("s", &[crate::direction::Direction::Minimize], &[]),
+                &t
+            )
+            .unwrap()
+            .prune
         );
         let t = trial(0, TrialState::Running, &[(0, 0.5), (3, 9.0)]);
         assert!(
-            !p.prune(&view("s", &[crate::study::Direction::Minimize], &[]), &t)
-                .unwrap()
-                .prune
+            !p.prune(
+                &view("s", &[crate::direction::Direction::Minimize], &[]),
+                &t
+            )
+            .unwrap()
+            .prune
         );
     }
 

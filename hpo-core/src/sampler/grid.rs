@@ -3,8 +3,8 @@
 use super::Sampler;
 use crate::distribution::{Distribution, ParamValue, Support};
 use crate::error::{Error, Result};
-use crate::study::StudyView;
 use crate::trial::FrozenTrial;
+use crate::view::StudyView;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;

@@ -28,8 +28,8 @@ pub use self::tpe::{TpeBandwidth, TpeConfig, TpeSampler, TpeWeights};
 
 use crate::distribution::{Distribution, Support};
 use crate::error::Result;
-use crate::study::StudyView;
 use crate::trial::FrozenTrial;
+use crate::view::StudyView;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

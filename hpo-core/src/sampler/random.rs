@@ -3,8 +3,8 @@
 use super::{bounds, Sampler};
 use crate::distribution::{Distribution, Support};
 use crate::error::Result;
-use crate::study::StudyView;
 use crate::trial::FrozenTrial;
+use crate::view::StudyView;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Mutex;

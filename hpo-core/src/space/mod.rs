@@ -36,7 +36,8 @@ pub use self::describe::{ParamDescription, ParamKind, SpaceDescription};
 
 use crate::distribution::ParamValue;
 use crate::error::Result;
-use crate::trial::{Trial, TrialError};
+use crate::study::Trial;
+use crate::trial::TrialError;
 use std::collections::BTreeMap;
 
 /// A typed configuration that can sample itself from a trial.

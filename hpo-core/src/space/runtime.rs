@@ -12,7 +12,8 @@ use crate::distribution::{
     Support,
 };
 use crate::error::{Error, Result};
-use crate::trial::{Trial, TrialError};
+use crate::study::Trial;
+use crate::trial::TrialError;
 use std::collections::BTreeMap;
 
 /// The narrowing constraints place on one field in one trial.

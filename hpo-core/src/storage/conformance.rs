@@ -14,10 +14,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use super::Storage;
+use crate::direction::Direction;
 use crate::distribution::{
     CategoricalDistribution, Choice, Distribution, FloatDistribution, IntDistribution,
 };
-use crate::study::{Direction, FIXED_PARAMS_ATTR};
+use crate::trial::FIXED_PARAMS_ATTR;
 use crate::trial::{FrozenTrial, TrialState};
 use crate::Error;
 use serde_json::json;

@@ -1,9 +1,9 @@
 //! A storage that lives in this process only.
 
 use super::{Storage, StudySummary};
+use crate::direction::Direction;
 use crate::distribution::Distribution;
 use crate::error::{Error, Result};
-use crate::study::Direction;
 use crate::trial::{FrozenTrial, TrialState};
 use chrono::Utc;
 use serde_json::Value;

@@ -38,9 +38,9 @@ pub use self::memory::InMemoryStorage;
 pub use self::sqlite::{SqliteOptions, SqliteStats, SqliteStorage};
 pub use self::url::storage_from_url;
 
+use crate::direction::Direction;
 use crate::distribution::Distribution;
 use crate::error::Result;
-use crate::study::Direction;
 use crate::trial::{FrozenTrial, TrialState};
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -1,6 +1,7 @@
 //! Creating and resuming studies.
 
-use super::{Direction, Heartbeat, RetryPolicy, Study, StudyCore};
+use super::{Heartbeat, RetryPolicy, Study, StudyCore};
+use crate::direction::Direction;
 use crate::error::{Error, Result};
 use crate::pruner::{MedianPruner, Pruner};
 use crate::sampler::{default_sampler, Sampler};

@@ -19,17 +19,12 @@
 use super::Study;
 use crate::error::{Error, Result};
 use crate::storage::Storage;
-use crate::trial::{FailureKind, FrozenTrial, TrialState};
+use crate::trial::{FailureKind, FrozenTrial, TrialState, FAILED_TRIAL_ATTR, RETRY_HISTORY_ATTR};
 use serde_json::Value;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-
-/// System attribute naming the first failed trial of a retry chain (Optuna's key).
-pub const FAILED_TRIAL_ATTR: &str = "failed_trial";
-/// System attribute listing the numbers of every failed attempt (Optuna's key).
-pub const RETRY_HISTORY_ATTR: &str = "retry_history";
 
 /// How often a running trial's worker proves it is alive, and how long
 /// silence is tolerated before the trial is failed as stale.

@@ -1,31 +1,31 @@
 //! Studies: create or resume, ask and tell, optimize, read results.
 
 mod builder;
-mod direction;
 mod heartbeat;
 mod optimize;
 mod pareto;
-mod view;
+mod trial;
 
 pub use self::builder::StudyBuilder;
-pub use self::direction::Direction;
-pub use self::heartbeat::{Heartbeat, RetryPolicy, FAILED_TRIAL_ATTR, RETRY_HISTORY_ATTR};
+pub use self::heartbeat::{Heartbeat, RetryPolicy};
 pub use self::optimize::Optimize;
-pub use self::view::StudyView;
+pub use self::trial::Trial;
+
+use crate::direction::Direction;
+use crate::view::StudyView;
 
 use crate::distribution::ParamValue;
 use crate::error::{Error, Result};
 use crate::pruner::Pruner;
 use crate::sampler::Sampler;
 use crate::storage::Storage;
-use crate::trial::{FailureKind, FrozenTrial, IntoTrialResult, Trial, TrialError, TrialState};
+use crate::trial::{
+    FailureKind, FrozenTrial, IntoTrialResult, TrialError, TrialState, FIXED_PARAMS_ATTR,
+};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// System attribute of an enqueued trial holding its fixed parameters (Optuna's key).
-pub const FIXED_PARAMS_ATTR: &str = "fixed_params";
 
 /// Everything a study and its trials share.
 pub(crate) struct StudyCore {
@@ -357,7 +357,7 @@ impl Study {
 
     /// Sets a study user attribute.
     pub fn set_user_attr(&self, key: &str, value: impl serde::Serialize) -> Result<()> {
-        let v = crate::trial::attr_json(key, value)?;
+        let v = self::trial::attr_json(key, value)?;
         self.core.storage.set_study_user_attr(self.core.id, key, &v)
     }
 

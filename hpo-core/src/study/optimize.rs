@@ -1,8 +1,9 @@
 //! The optimize loop: sequential or thread-parallel, with a budget and callbacks.
 
+use super::Trial;
 use super::{Finish, Study};
 use crate::error::{Error, Result};
-use crate::trial::{FrozenTrial, IntoTrialResult, Trial};
+use crate::trial::{FrozenTrial, IntoTrialResult};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

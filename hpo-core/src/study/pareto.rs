@@ -1,6 +1,6 @@
 //! Pareto fronts for multi-objective studies.
 
-use super::Direction;
+use crate::direction::Direction;
 use crate::trial::FrozenTrial;
 use std::sync::Arc;
 

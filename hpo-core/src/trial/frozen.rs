@@ -120,7 +120,7 @@ impl FrozenTrial {
     /// Parameters fixed by `Study::enqueue`, in typed form.
     pub fn fixed_params(&self) -> BTreeMap<String, ParamValue> {
         self.system_attrs
-            .get(crate::study::FIXED_PARAMS_ATTR)
+            .get(super::FIXED_PARAMS_ATTR)
             .and_then(Value::as_object)
             .map(|m| {
                 m.iter()

@@ -4,7 +4,7 @@
 // Test helpers outside #[test] functions may unwrap too (clippy.toml covers only the tests).
 
 use hpo_core::storage::SqliteStorage;
-use hpo_core::study::{FAILED_TRIAL_ATTR, RETRY_HISTORY_ATTR};
+use hpo_core::trial::{FAILED_TRIAL_ATTR, RETRY_HISTORY_ATTR};
 use hpo_core::{
     Distribution, Error, FailureKind, FloatDistribution, InMemoryStorage, RetryPolicy, Storage,
     Study, TrialState,

@@ -7,6 +7,7 @@
 
 mod grid_sampler;
 mod heartbeat_retry;
+mod layers;
 mod optuna_interop;
 mod pruner_fixtures;
 mod pruning_study;

@@ -24,9 +24,10 @@
 
 use super::group::{Intersection, SearchSpaceGroup};
 use super::parzen::{clipped_log_norm, transform};
+use crate::direction::Direction;
 use crate::distribution::Distribution;
-use crate::study::{Direction, StudyView};
 use crate::trial::{FrozenTrial, TrialState};
+use crate::view::StudyView;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 

@@ -7,8 +7,8 @@ use super::scratch;
 use crate::distribution::{Distribution, Support};
 use crate::error::Result;
 use crate::sampler::{sample_uniform, Sampler};
-use crate::study::StudyView;
 use crate::trial::{FrozenTrial, TrialState};
+use crate::view::StudyView;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, HashMap};
@@ -487,8 +487,8 @@ fn space_key<'s>(space: &'s BTreeMap<String, Distribution>, k: &str) -> &'s str 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::direction::Direction;
     use crate::distribution::{CategoricalDistribution, FloatDistribution};
-    use crate::study::Direction;
     use std::sync::Arc;
 
     fn float() -> Distribution {

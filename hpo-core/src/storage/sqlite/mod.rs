@@ -6,9 +6,9 @@ mod codec;
 mod schema;
 
 use super::{Storage, StudySummary};
+use crate::direction::Direction;
 use crate::distribution::Distribution;
 use crate::error::{Error, Result};
-use crate::study::Direction;
 use crate::trial::{FrozenTrial, TrialState};
 use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension};

@@ -1,6 +1,9 @@
 //! What samplers and pruners see of a study: immutable trials, never storage.
+//!
+//! This sits below `sampler/`, `pruner/` and `study/`: the study builds a view,
+//! samplers and pruners read it, and neither needs the study module to do so.
 
-use super::Direction;
+use crate::direction::Direction;
 use crate::trial::{FrozenTrial, TrialState};
 use std::borrow::Cow;
 use std::sync::Arc;

@@ -1,12 +1,12 @@
 //! The live trial handle given to objectives.
 
-use super::FrozenTrial;
+use super::StudyCore;
 use crate::distribution::{
     CategoricalDistribution, Choice, Distribution, FloatDistribution, IntDistribution, ParamValue,
     Support,
 };
 use crate::error::{Error, Result};
-use crate::study::StudyCore;
+use crate::trial::FrozenTrial;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
