@@ -14,11 +14,15 @@
 //! the trial checks this and reports a sampler bug otherwise.
 //!
 //! Samplers are shared by every worker thread (`Send + Sync`); those with
-//! state (a random generator, caches) keep it behind a lock. Seeded samplers
-//! are reproducible when trials run one at a time.
+//! state (caches) keep it behind a lock. Random draws come from per-trial
+//! streams derived from the seed, the trial's number and the parameter
+//! (`stream`), so a seeded sampler gives the same proposals for the same
+//! history, never repeats itself when a study is resumed in a new process, and
+//! proposes different configurations in processes that share a study.
 
 mod grid;
 mod random;
+mod stream;
 mod tpe;
 
 pub use self::grid::GridSampler;

@@ -1,19 +1,22 @@
 //! Uniform random sampling.
 
+use super::stream::{os_seed, trial_rng};
 use super::{bounds, Sampler};
 use crate::distribution::{Distribution, Support};
 use crate::error::Result;
 use crate::trial::FrozenTrial;
 use crate::view::StudyView;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-use std::sync::Mutex;
+use rand::Rng;
 
 /// Samples every parameter independently and uniformly (log-uniformly for log
-/// distributions), inside the narrowed support. Seedable and reproducible.
+/// distributions), inside the narrowed support.
+///
+/// Each value is drawn from a stream derived from the seed, the trial's number
+/// and the parameter's name: the same seed gives the same values for the same
+/// trial numbers, in any process and in any order of suggestion.
 #[derive(Debug)]
 pub struct RandomSampler {
-    rng: Mutex<ChaCha8Rng>,
+    seed: u64,
 }
 
 impl Default for RandomSampler {
@@ -25,16 +28,12 @@ impl Default for RandomSampler {
 impl RandomSampler {
     /// A sampler seeded from the operating system.
     pub fn new() -> Self {
-        RandomSampler {
-            rng: Mutex::new(ChaCha8Rng::from_os_rng()),
-        }
+        RandomSampler { seed: os_seed() }
     }
 
     /// A reproducible sampler.
     pub fn seeded(seed: u64) -> Self {
-        RandomSampler {
-            rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed)),
-        }
+        RandomSampler { seed }
     }
 }
 
@@ -42,13 +41,13 @@ impl Sampler for RandomSampler {
     fn sample_independent(
         &self,
         _study: &StudyView<'_>,
-        _trial: &FrozenTrial,
-        _name: &str,
+        trial: &FrozenTrial,
+        name: &str,
         dist: &Distribution,
         support: &Support,
     ) -> Result<f64> {
-        let mut rng = self.rng.lock()?;
-        Ok(sample_uniform(&mut *rng, dist, support))
+        let mut rng = trial_rng(self.seed, trial.number, name);
+        Ok(sample_uniform(&mut rng, dist, support))
     }
 }
 
@@ -100,6 +99,8 @@ pub(crate) fn sample_uniform<R: Rng + ?Sized>(
 mod tests {
     use super::*;
     use crate::distribution::{CategoricalDistribution, FloatDistribution, IntDistribution};
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
 
     fn draw(dist: &Distribution, support: &Support, n: usize) -> Vec<f64> {
         let mut rng = ChaCha8Rng::seed_from_u64(7);

@@ -12,6 +12,7 @@ mod optuna_interop;
 mod pruner_fixtures;
 mod pruning_study;
 mod sampler_conformance;
+mod sampler_streams;
 mod sqlite_bad_input;
 mod sqlite_optuna_reference;
 mod sqlite_processes;

@@ -6,10 +6,10 @@ use super::parzen::{transform, untransform, Dim, ParzenEstimator, SampleRange};
 use super::scratch;
 use crate::distribution::{Distribution, Support};
 use crate::error::Result;
+use crate::sampler::stream::{os_seed, trial_rng};
 use crate::sampler::{sample_uniform, Sampler};
 use crate::trial::{FrozenTrial, TrialState};
 use crate::view::StudyView;
-use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -58,7 +58,9 @@ use std::sync::Mutex;
 #[derive(Debug)]
 pub struct TpeSampler {
     config: TpeConfig,
-    rng: Mutex<ChaCha8Rng>,
+    /// The configured seed, or one drawn from the OS at construction; every
+    /// draw comes from a stream derived from it and the trial's number.
+    seed: u64,
     studies: Mutex<HashMap<String, StudyObservations>>,
 }
 
@@ -86,13 +88,9 @@ impl TpeSampler {
     }
 
     fn build(config: TpeConfig) -> Self {
-        let rng = match config.seed {
-            Some(s) => ChaCha8Rng::seed_from_u64(s),
-            None => ChaCha8Rng::from_os_rng(),
-        };
         TpeSampler {
+            seed: config.seed.unwrap_or_else(os_seed),
             config,
-            rng: Mutex::new(rng),
             studies: Mutex::new(HashMap::new()),
         }
     }
@@ -435,13 +433,14 @@ impl Sampler for TpeSampler {
             vec![space.keys().map(String::as_str).collect()]
         };
         let full = Support::Full;
-        let mut rng = self.rng.lock()?;
         let mut out = BTreeMap::new();
         for names in groups.into_iter().filter(|g| !g.is_empty()) {
             let sub: Vec<(&str, &Distribution, &Support)> = names
                 .iter()
                 .filter_map(|n| space.get(*n).map(|d| (*n, d, &full)))
                 .collect();
+            // One stream per joint group, named by its members.
+            let mut rng = trial_rng(self.seed, trial.number, &names.join("\u{1f}"));
             let values = self.sample_joint(obs, &members, study, trial, &sub, &mut rng);
             for ((n, _, _), v) in sub.iter().zip(values) {
                 out.insert((*n).to_owned(), v);
@@ -461,9 +460,9 @@ impl Sampler for TpeSampler {
         let mut studies = self.studies.lock()?;
         let obs = studies.entry(study.name().to_owned()).or_default();
         let members = obs.sync(study);
-        let mut rng = self.rng.lock()?;
+        let mut rng = trial_rng(self.seed, trial.number, name);
         if members.len() < self.config.n_startup_trials {
-            return Ok(sample_uniform(&mut *rng, dist, support));
+            return Ok(sample_uniform(&mut rng, dist, support));
         }
         let v = self.sample_joint(
             obs,
@@ -475,7 +474,7 @@ impl Sampler for TpeSampler {
         );
         Ok(v.first()
             .copied()
-            .unwrap_or_else(|| sample_uniform(&mut *rng, dist, support)))
+            .unwrap_or_else(|| sample_uniform(&mut rng, dist, support)))
     }
 }
 
