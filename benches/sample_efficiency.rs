@@ -165,7 +165,7 @@ fn optuna_name(name: &str) -> &str {
 fn run(problem: &Problem, sampler: &str, seed: u64, n_trials: usize) -> Result<Vec<f64>> {
     let study = Study::builder()
         .direction(Direction::Minimize)
-        .shared_sampler(make_sampler(sampler, seed)?.into())
+        .sampler(Arc::<dyn Sampler>::from(make_sampler(sampler, seed)?))
         .build()?;
     let mut best = f64::INFINITY;
     let mut out = Vec::with_capacity(n_trials);

@@ -293,8 +293,9 @@ fn main() -> anyhow::Result<()> {
         .pruner(pruner)
         .load_if_exists(true)
         .build()?;
-    let opts = Optimize::trials(args.trials)
-        .with_timeout(Duration::from_secs(args.timeout))
+    let opts = Optimize::new()
+        .trials(args.trials)
+        .timeout(Duration::from_secs(args.timeout))
         .callback(|_, t| {
             let secs = t.duration().map_or(0.0, |d| d.as_secs_f64());
             let value = t.value().map_or("-".to_string(), |v| format!("{v:.4}"));

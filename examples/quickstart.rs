@@ -33,7 +33,7 @@ fn main() -> anyhow::Result<()> {
         .direction(Direction::Minimize)
         .build()?;
     study.optimize_with(
-        Optimize::trials(100).callback(|_, t| {
+        Optimize::new().trials(100).callback(|_, t| {
             if t.number % 10 == 9 {
                 println!("trial {:>3}: {:?} {:?}", t.number, t.state, t.values);
             }

@@ -98,7 +98,7 @@ fn run(pruner: &PrunerConfig, seed: u64, budget: Budget) -> Run {
         .name(format!("pruning-bench-{seed}"))
         .direction(Direction::Minimize)
         .sampler(RandomSampler::seeded(seed))
-        .shared_pruner(pruner.init().unwrap())
+        .pruner(pruner.init().unwrap())
         .build()
         .unwrap();
     let steps = AtomicU64::new(0);

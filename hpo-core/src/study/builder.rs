@@ -45,28 +45,19 @@ impl StudyBuilder {
         self
     }
 
-    /// The sampler (default: [`crate::sampler::TpeSampler`] with default settings).
+    /// The sampler (default: [`crate::sampler::TpeSampler`] with default
+    /// settings). A sampler shared with other studies is passed as an
+    /// `Arc<dyn Sampler>` (or `Arc<S>`), which is itself a sampler.
     pub fn sampler(mut self, sampler: impl Sampler + 'static) -> Self {
         self.sampler = Some(Arc::new(sampler));
         self
     }
 
-    /// A shared sampler.
-    pub fn shared_sampler(mut self, sampler: Arc<dyn Sampler>) -> Self {
-        self.sampler = Some(sampler);
-        self
-    }
-
     /// The pruner (default: [`MedianPruner::default()`], as in Optuna; it only
-    /// acts when the objective calls `should_prune`).
+    /// acts when the objective calls `should_prune`). A shared pruner is
+    /// passed as an `Arc<dyn Pruner>` (or `Arc<P>`), which is itself a pruner.
     pub fn pruner(mut self, pruner: impl Pruner + 'static) -> Self {
         self.pruner = Some(Arc::new(pruner));
-        self
-    }
-
-    /// A shared pruner.
-    pub fn shared_pruner(mut self, pruner: Arc<dyn Pruner>) -> Self {
-        self.pruner = Some(pruner);
         self
     }
 

@@ -291,7 +291,7 @@ impl Study {
         F: Fn(&mut Trial) -> R + Sync,
         R: IntoTrialResult,
     {
-        self.optimize_with(Optimize::trials(n_trials), objective)
+        self.optimize_with(Optimize::new().trials(n_trials), objective)
     }
 
     /// Asks the running [`Study::optimize`] loops to stop after their current trials.

@@ -14,9 +14,17 @@ pub type Callback = Box<dyn Fn(&Study, &FrozenTrial) + Send + Sync>;
 
 /// How long and how wide [`Study::optimize_with`] runs.
 ///
-/// Stops when `n_trials` trials have been started by this call, when `timeout`
-/// has elapsed (checked before each trial starts; a running trial is not
-/// interrupted), or when [`Study::stop`] is called, whichever comes first.
+/// Stops when [`Optimize::trials`] trials have been started by this call, when
+/// the [`Optimize::timeout`] has elapsed (checked before each trial starts; a
+/// running trial is not interrupted), or when [`Study::stop`] is called,
+/// whichever comes first. With neither a trial count nor a timeout it runs
+/// until stopped.
+///
+/// ```
+/// # use hpo_core::Optimize;
+/// # use std::time::Duration;
+/// let opts = Optimize::new().trials(100).timeout(Duration::from_secs(600)).jobs(4);
+/// ```
 #[derive(Default)]
 pub struct Optimize {
     n_trials: Option<usize>,
@@ -37,30 +45,19 @@ impl std::fmt::Debug for Optimize {
 }
 
 impl Optimize {
-    /// Run `n` trials.
-    pub fn trials(n: usize) -> Self {
-        Optimize {
-            n_trials: Some(n),
-            ..Default::default()
-        }
+    /// No limit yet, one thread, no callbacks.
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    /// Run until `timeout` has elapsed.
-    pub fn timeout(timeout: Duration) -> Self {
-        Optimize {
-            timeout: Some(timeout),
-            ..Default::default()
-        }
-    }
-
-    /// Also stop after `n` trials.
-    pub fn n_trials(mut self, n: usize) -> Self {
+    /// Stop after `n` trials started by this call.
+    pub fn trials(mut self, n: usize) -> Self {
         self.n_trials = Some(n);
         self
     }
 
-    /// Also stop after `timeout`.
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+    /// Stop starting trials once `timeout` has elapsed.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
     }

@@ -230,7 +230,7 @@ fn parallel_optimize_loses_and_duplicates_no_trial_numbers() {
     let s = study();
     let calls = AtomicUsize::new(0);
     s.optimize_with(
-        Optimize::trials(200).jobs(4),
+        Optimize::new().trials(200).jobs(4),
         |t| -> Result<f64, TrialError> {
             calls.fetch_add(1, Ordering::SeqCst);
             let x = t.suggest_float("x", -1.0, 1.0)?;
@@ -269,7 +269,7 @@ fn callbacks_run_after_each_trial_and_can_stop_the_study() {
     let seen = Arc::new(AtomicUsize::new(0));
     let seen2 = Arc::clone(&seen);
     s.optimize_with(
-        Optimize::trials(100).callback(move |study, t| {
+        Optimize::new().trials(100).callback(move |study, t| {
             seen2.fetch_add(1, Ordering::SeqCst);
             if t.number == 4 {
                 study.stop();
@@ -288,7 +288,7 @@ fn callbacks_run_after_each_trial_and_can_stop_the_study() {
 #[test]
 fn a_timeout_alone_bounds_the_run() {
     let s = study();
-    s.optimize_with(Optimize::timeout(Duration::from_millis(50)), |_| {
+    s.optimize_with(Optimize::new().timeout(Duration::from_millis(50)), |_| {
         std::thread::sleep(Duration::from_millis(5));
         Ok::<f64, TrialError>(1.0)
     })

@@ -62,7 +62,7 @@ fn visits_every_grid_point_exactly_once() {
 fn parallel_workers_do_not_duplicate_points() {
     let study = Study::builder().sampler(grid()).build().unwrap();
     study
-        .optimize_with(hpo_core::Optimize::trials(6).jobs(3), objective)
+        .optimize_with(hpo_core::Optimize::new().trials(6).jobs(3), objective)
         .unwrap();
     let pts = points(&study);
     assert_eq!(pts.iter().collect::<BTreeSet<_>>().len(), 6, "{pts:?}");

@@ -45,7 +45,7 @@ fn replay(sc: &Scenario) -> Outcome {
     let study = Study::builder()
         .name(&sc.study_name)
         .direction(direction)
-        .shared_pruner(sc.pruner.init().unwrap())
+        .pruner(sc.pruner.init().unwrap())
         .build()
         .unwrap();
     let n = sc.curves.len();

@@ -105,7 +105,7 @@ fn samplers_see_only_the_trials_own_hyperband_bracket() -> hpo_core::Result<()> 
         .name("brackets")
         .direction(Direction::Minimize)
         .sampler(Arc::clone(&recorder))
-        .shared_pruner(pruner.clone())
+        .pruner(pruner.clone())
         .build()?;
     study.optimize(30, objective)?;
     let all = study.trials()?;

@@ -100,10 +100,10 @@ fn run(
 ) -> Vec<Arc<hpo_core::FrozenTrial>> {
     let study = Study::builder()
         .direction(Direction::Minimize)
-        .shared_sampler(make(seed).into())
+        .sampler(Arc::<dyn Sampler>::from(make(seed)))
         .build()
         .unwrap();
-    let opts = hpo_core::Optimize::trials(n).jobs(jobs);
+    let opts = hpo_core::Optimize::new().trials(n).jobs(jobs);
     if caps.general {
         study.optimize_with(opts, general_objective).unwrap();
     } else {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 fn study(sampler: Box<dyn Sampler>) -> Study {
     Study::builder()
         .direction(Direction::Minimize)
-        .shared_sampler(sampler.into())
+        .sampler(Arc::<dyn hpo_core::Sampler>::from(sampler))
         .build()
         .unwrap()
 }
@@ -94,7 +94,7 @@ fn tpe_learns_to_avoid_out_of_memory_regions() {
 fn parallel_optimize_with_tpe_loses_no_trials() {
     let s = study(Box::new(TpeSampler::seeded(9)));
     s.optimize_with(
-        Optimize::trials(30).jobs(2),
+        Optimize::new().trials(30).jobs(2),
         |t| -> Result<f64, TrialError> {
             let x = t.suggest_float("x", -1.0, 1.0)?;
             let k = t.suggest_categorical("k", &["a", "b", "c"])?;
@@ -116,7 +116,7 @@ fn one_sampler_serves_several_studies() {
     for (name, target) in [("a", -3.0), ("b", 3.0)] {
         let s = Study::builder()
             .name(name)
-            .shared_sampler(Arc::clone(&shared))
+            .sampler(Arc::clone(&shared))
             .build()
             .unwrap();
         s.optimize(40, |t| -> Result<f64, TrialError> {
