@@ -77,7 +77,7 @@ fn finished(
 ) -> Arc<FrozenTrial> {
     let mut t = FrozenTrial::new(number, number, TrialState::Complete);
     t.values = Some(vec![objective(&params)]);
-    t.params = params;
+    t.internal_params = params;
     t.distributions = space.clone();
     Arc::new(t)
 }

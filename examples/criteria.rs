@@ -303,7 +303,7 @@ fn main() -> anyhow::Result<()> {
                 "trial {:>3} {:<8} macro-F1 {value:<7} {secs:>5.1}s  {}",
                 t.number,
                 state_label(t),
-                t.typed_params()
+                t.params()
                     .iter()
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect::<Vec<_>>()
@@ -353,7 +353,7 @@ fn main() -> anyhow::Result<()> {
                 best.number,
                 best.value().unwrap_or(f64::NAN)
             );
-            for (name, value) in best.typed_params() {
+            for (name, value) in best.params() {
                 println!("  {name} = {value}");
             }
         }

@@ -96,7 +96,7 @@ fn main() -> anyhow::Result<()> {
         "best trial #{}: loss {:.4} with {:?}",
         best.number,
         best.value().unwrap_or(f64::NAN),
-        best.typed_params()
+        best.params()
     );
     Ok(())
 }

@@ -49,7 +49,7 @@ fn main() -> anyhow::Result<()> {
         best.number,
         best.value().unwrap_or(f64::NAN)
     );
-    for (name, value) in best.typed_params() {
+    for (name, value) in best.params() {
         println!("  {name} = {value}");
     }
     // ANCHOR_END: best

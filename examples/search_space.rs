@@ -88,7 +88,7 @@ fn main() -> anyhow::Result<()> {
         let config = Criteria::sample(trial)?;
         Ok(train(&config))
     })?;
-    let best = Criteria::from_params(&study.best_trial()?.typed_params())?;
+    let best = Criteria::from_params(&study.best_trial()?.params())?;
     println!("best: {best:?}");
     // ANCHOR_END: study
     Ok(())

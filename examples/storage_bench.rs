@@ -270,8 +270,9 @@ fn read_costs(dir: &Path, n: usize) -> Result<Value> {
     tpl.distributions
         .insert("k".into(), Distribution::Int(IntDistribution::new(1, 4)?));
     for i in 0..n {
-        tpl.params.insert("x".into(), (i % 20) as f64 - 10.0);
-        tpl.params.insert("k".into(), (i % 4 + 1) as f64);
+        tpl.internal_params
+            .insert("x".into(), (i % 20) as f64 - 10.0);
+        tpl.internal_params.insert("k".into(), (i % 4 + 1) as f64);
         tpl.values = Some(vec![i as f64]);
         writer.create_trial(id, Some(&tpl))?;
     }

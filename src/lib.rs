@@ -45,7 +45,7 @@
 //!     assert!(net.layers <= 2 || net.width <= 256);
 //!     Ok(net.lr * net.width as f64)
 //! })?;
-//! let best = Net::from_params(&study.best_trial()?.typed_params())?;
+//! let best = Net::from_params(&study.best_trial()?.params())?;
 //! println!("{}\nbest: {best:?}", Net::describe());
 //! # Ok(())
 //! # }

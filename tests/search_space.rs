@@ -177,7 +177,7 @@ fn an_enqueued_config_is_sampled_back() {
     let (c, trial): (Criteria, _) = sample_one(&study);
     assert_eq!(c, warm);
     study.tell(trial, 0.5).unwrap();
-    let best = Criteria::from_params(&study.best_trial().unwrap().typed_params()).unwrap();
+    let best = Criteria::from_params(&study.best_trial().unwrap().params()).unwrap();
     assert_eq!(best, warm);
 }
 
@@ -369,7 +369,7 @@ fn best_found(sampler: impl hpo::Sampler + 'static) -> (f64, Criteria) {
             Ok(toy(&c))
         })
         .unwrap();
-    let best = Criteria::from_params(&study.best_trial().unwrap().typed_params()).unwrap();
+    let best = Criteria::from_params(&study.best_trial().unwrap().params()).unwrap();
     check_criteria(&best);
     (toy(&best), best)
 }

@@ -20,7 +20,7 @@
 //!   values, so a known-good configuration can be enqueued as a warm start:
 //!   `study.enqueue(config.to_params())`.
 //! * [`SearchSpace::from_params`] rebuilds the typed configuration of any
-//!   stored trial: `Criteria::from_params(&study.best_trial()?.typed_params())`.
+//!   stored trial: `Criteria::from_params(&study.best_trial()?.params())`.
 //!
 //! Enumerations become categorical parameters through [`ChoiceEnum`]
 //! (`#[derive(hpo::Choice)]`): their unit variants are the choices, stored by
@@ -63,7 +63,7 @@ pub trait SearchSpace: Sized {
     fn to_params(&self) -> Vec<(String, ParamValue)>;
 
     /// Rebuilds a configuration from stored parameters (for example
-    /// [`crate::FrozenTrial::typed_params`]). Fixed fields take their declared
+    /// [`crate::FrozenTrial::params`]). Fixed fields take their declared
     /// value; an optional parameter is `None` when its condition is false.
     ///
     /// Fails with [`crate::Error::Parse`] naming the parameter that is missing

@@ -414,9 +414,13 @@ pub fn distributions_round_trip<S: Storage>(make: &impl Fn() -> S) {
     let running = s.trials(id).unwrap()[0].clone();
     finish(&s, t.id, 0.0);
     for got in [running, s.trials(id).unwrap()[0].clone()] {
-        assert_eq!(got.params.len(), dists.len());
+        assert_eq!(got.internal_params.len(), dists.len());
         for (name, d, x) in &dists {
-            assert_eq!(got.params[*name].to_bits(), x.to_bits(), "value of {name}");
+            assert_eq!(
+                got.internal_params[*name].to_bits(),
+                x.to_bits(),
+                "value of {name}"
+            );
             assert_eq!(&got.distributions[*name], d, "distribution of {name}");
         }
     }
@@ -451,7 +455,7 @@ pub fn templates_are_copied<S: Storage>(make: &impl Fn() -> S) {
     let s = make();
     let id = s.create_study("s", &[Direction::Minimize]).unwrap();
     let mut tpl = FrozenTrial::new(0, 0, TrialState::Complete);
-    tpl.params.insert("x".into(), 0.25);
+    tpl.internal_params.insert("x".into(), 0.25);
     tpl.distributions.insert("x".into(), float(0.0, 1.0));
     tpl.values = Some(vec![3.5]);
     tpl.intermediate_values.insert(0, 4.0);
@@ -462,7 +466,7 @@ pub fn templates_are_copied<S: Storage>(make: &impl Fn() -> S) {
     assert_eq!(made.number, 1);
     let got = s.trial(made.id).unwrap();
     assert_eq!(got.state, TrialState::Complete);
-    assert_eq!(got.params, tpl.params);
+    assert_eq!(got.internal_params, tpl.internal_params);
     assert_eq!(got.distributions, tpl.distributions);
     assert_eq!(got.values, tpl.values);
     assert_eq!(got.intermediate_values, tpl.intermediate_values);
@@ -488,7 +492,7 @@ pub fn reads_see_running_trials_change<S: Storage>(make: &impl Fn() -> S) {
         .unwrap();
     s.set_trial_intermediate_value(t1.id, 0, 1.0).unwrap();
     let read = s.trials(id).unwrap();
-    assert_eq!(read[1].params["x"], 0.5);
+    assert_eq!(read[1].internal_params["x"], 0.5);
     assert_eq!(read[1].intermediate_values[&0], 1.0);
     finish(&s, t1.id, 1.0);
     let t2 = s.create_trial(id, None).unwrap();

@@ -251,7 +251,7 @@ impl Storage for InMemoryStorage {
         }
         let mut g = self.inner.write()?;
         let t = g.running_mut(trial_id)?;
-        t.params.insert(name.to_owned(), internal);
+        t.internal_params.insert(name.to_owned(), internal);
         t.distributions.insert(name.to_owned(), dist.clone());
         Ok(())
     }

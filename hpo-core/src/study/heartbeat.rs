@@ -164,7 +164,7 @@ impl Study {
         }
         system.insert(RETRY_HISTORY_ATTR.to_owned(), Value::Array(history));
         let mut template = FrozenTrial::new(0, 0, TrialState::Waiting);
-        template.params = failed.params.clone();
+        template.internal_params = failed.internal_params.clone();
         template.distributions = failed.distributions.clone();
         template.user_attrs = failed.user_attrs.clone();
         template.system_attrs = system;

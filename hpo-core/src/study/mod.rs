@@ -243,11 +243,7 @@ impl Study {
         if !enabled {
             return;
         }
-        let params: Vec<String> = t
-            .typed_params()
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
+        let params: Vec<String> = t.params().iter().map(|(k, v)| format!("{k}={v}")).collect();
         match t.state {
             TrialState::Complete => {
                 let best = (self.core.directions.len() == 1)
@@ -342,7 +338,7 @@ impl Study {
 
     /// The parameters of the best trial, typed.
     pub fn best_params(&self) -> Result<BTreeMap<String, ParamValue>> {
-        Ok(self.best_trial()?.typed_params())
+        Ok(self.best_trial()?.params())
     }
 
     /// The Pareto-optimal COMPLETE trials (for any number of objectives).

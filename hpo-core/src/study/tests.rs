@@ -257,7 +257,7 @@ fn seeded_sequential_studies_are_reproducible() {
         s.trials()
             .unwrap()
             .iter()
-            .map(|t| t.params.clone())
+            .map(|t| t.internal_params.clone())
             .collect::<Vec<_>>()
     };
     assert_eq!(run(), run());
@@ -354,4 +354,37 @@ fn finished_trials_reject_late_writes() {
             ..
         }
     ));
+}
+
+#[test]
+fn frozen_params_are_the_values_the_objective_saw() {
+    let s = Study::builder()
+        .sampler(RandomSampler::seeded(1))
+        .build()
+        .unwrap();
+    s.optimize(3, |t| -> Result<f64, TrialError> {
+        let model = t.suggest_categorical("model", &["bert", "roberta"])?;
+        let layers = t.suggest_int("layers", 1, 4)?;
+        Ok(layers as f64 + f64::from(model == "bert"))
+    })
+    .unwrap();
+    for t in s.trials().unwrap() {
+        let p = t.params();
+        let model = p["model"].as_choice().and_then(|c| c.as_str()).unwrap();
+        assert!(
+            ["bert", "roberta"].contains(&model),
+            "typed choice, not an index"
+        );
+        assert!(
+            (1..=4).contains(&p["layers"].as_i64().unwrap()),
+            "typed int"
+        );
+        // The internal form is the category index and the int as f64.
+        let index = if model == "bert" { 0.0 } else { 1.0 };
+        assert_eq!(t.internal_params["model"], index);
+        assert_eq!(
+            t.internal_params["layers"],
+            p["layers"].as_i64().unwrap() as f64
+        );
+    }
 }

@@ -31,7 +31,7 @@ impl std::fmt::Debug for Trial {
         f.debug_struct("Trial")
             .field("study", &self.core.name)
             .field("number", &self.frozen.number)
-            .field("params", &self.frozen.params)
+            .field("params", &self.frozen.internal_params)
             .finish_non_exhaustive()
     }
 }
@@ -79,7 +79,7 @@ impl Trial {
 
     /// The parameters suggested so far, typed.
     pub fn params(&self) -> BTreeMap<String, ParamValue> {
-        self.frozen.typed_params()
+        self.frozen.params()
     }
 
     /// The record of this trial as this handle knows it.
@@ -122,7 +122,12 @@ impl Trial {
                     requested: dist.to_json(),
                 });
             }
-            let internal = self.frozen.params.get(name).copied().unwrap_or(f64::NAN);
+            let internal = self
+                .frozen
+                .internal_params
+                .get(name)
+                .copied()
+                .unwrap_or(f64::NAN);
             return dist.to_external(internal);
         }
         let support = support.normalize(name, &dist)?;
@@ -130,7 +135,9 @@ impl Trial {
         self.core
             .storage
             .set_trial_param(self.frozen.id, name, internal, &dist)?;
-        self.frozen.params.insert(name.to_owned(), internal);
+        self.frozen
+            .internal_params
+            .insert(name.to_owned(), internal);
         self.frozen
             .distributions
             .insert(name.to_owned(), dist.clone());

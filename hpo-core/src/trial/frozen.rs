@@ -8,9 +8,10 @@ use std::collections::BTreeMap;
 
 /// A snapshot of a trial as stored: what samplers, pruners and users read.
 ///
-/// Parameters are kept in their internal `f64` form beside their distributions
-/// (as in Optuna's `trial_params` table); [`FrozenTrial::param`] gives the
-/// typed value.
+/// [`FrozenTrial::params`] gives the parameters as the objective saw them
+/// (typed: floats, ints, choices). Storage and samplers work on the internal
+/// `f64` form kept beside the distributions ([`FrozenTrial::internal_params`],
+/// as in Optuna's `trial_params` table: category indices, ints as floats).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FrozenTrial {
     /// Storage-wide unique id.
@@ -26,8 +27,9 @@ pub struct FrozenTrial {
     pub datetime_start: Option<DateTime<Utc>>,
     /// When the trial finished.
     pub datetime_complete: Option<DateTime<Utc>>,
-    /// Parameters in internal form.
-    pub params: BTreeMap<String, f64>,
+    /// Parameters in internal form (category index, ints as `f64`), for
+    /// samplers and storages; users read [`FrozenTrial::params`].
+    pub internal_params: BTreeMap<String, f64>,
     /// Each parameter's declared distribution.
     pub distributions: BTreeMap<String, Distribution>,
     /// Attributes set by the user.
@@ -48,7 +50,7 @@ impl FrozenTrial {
             values: None,
             datetime_start: None,
             datetime_complete: None,
-            params: BTreeMap::new(),
+            internal_params: BTreeMap::new(),
             distributions: BTreeMap::new(),
             user_attrs: BTreeMap::new(),
             system_attrs: BTreeMap::new(),
@@ -59,12 +61,12 @@ impl FrozenTrial {
     /// The typed value of parameter `name`, if it was suggested.
     pub fn param(&self, name: &str) -> Option<ParamValue> {
         let d = self.distributions.get(name)?;
-        d.to_external(*self.params.get(name)?).ok()
+        d.to_external(*self.internal_params.get(name)?).ok()
     }
 
-    /// All parameters in typed form.
-    pub fn typed_params(&self) -> BTreeMap<String, ParamValue> {
-        self.params
+    /// Every parameter as the objective saw it (typed), by name.
+    pub fn params(&self) -> BTreeMap<String, ParamValue> {
+        self.internal_params
             .keys()
             .filter_map(|k| Some((k.clone(), self.param(k)?)))
             .collect()

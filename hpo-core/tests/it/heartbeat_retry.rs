@@ -67,7 +67,7 @@ fn stale_trials_are_failed_and_retried_until_the_policy_gives_up() {
         assert!(trials[0].fail_reason().unwrap().contains("no heartbeat"));
         let copy = &trials[1];
         assert_eq!(copy.state, TrialState::Waiting);
-        assert_eq!(copy.params, trials[0].params);
+        assert_eq!(copy.internal_params, trials[0].internal_params);
         assert_eq!(copy.user_attrs["note"], json!("first"));
         assert_eq!(copy.system_attrs[FAILED_TRIAL_ATTR], json!(0));
         assert_eq!(copy.system_attrs[RETRY_HISTORY_ATTR], json!([0]));

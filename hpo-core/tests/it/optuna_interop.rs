@@ -92,7 +92,7 @@ fn canon(v: Value) -> Value {
 
 fn canon_params(t: &FrozenTrial) -> Value {
     let m: Map<String, Value> = t
-        .typed_params()
+        .params()
         .into_iter()
         .map(|(k, v)| (k, canon(v.to_json_value())))
         .collect();

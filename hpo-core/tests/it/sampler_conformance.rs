@@ -125,7 +125,7 @@ fn conformance(make: impl Fn(u64) -> Box<dyn Sampler>, caps: Caps) {
             t.number,
             t.fail_reason()
         );
-        for (name, x) in &t.params {
+        for (name, x) in &t.internal_params {
             assert!(
                 t.distributions[name].contains(*x),
                 "{name}={x} outside {}",
@@ -137,14 +137,14 @@ fn conformance(make: impl Fn(u64) -> Box<dyn Sampler>, caps: Caps) {
         // Conditional parameters appear exactly in their branch.
         for t in &trials {
             let small = t.param("model") == Some(ParamValue::Choice("small".into()));
-            assert_eq!(t.params.contains_key("small_only"), small);
-            assert_eq!(t.params.contains_key("big_only"), !small);
+            assert_eq!(t.internal_params.contains_key("small_only"), small);
+            assert_eq!(t.internal_params.contains_key("big_only"), !small);
         }
     }
     // Seeded and sequential: reproducible.
     let params = |ts: &[Arc<hpo_core::FrozenTrial>]| {
         ts.iter()
-            .map(|t| t.params.clone())
+            .map(|t| t.internal_params.clone())
             .collect::<Vec<BTreeMap<_, _>>>()
     };
     assert_eq!(params(&trials), params(&run(&make, caps, 1, n, 1)));

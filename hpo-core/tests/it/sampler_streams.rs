@@ -69,7 +69,7 @@ fn proposals(study: &Study) -> Vec<Params> {
         .unwrap()
         .iter()
         .map(|t| {
-            t.params
+            t.internal_params
                 .iter()
                 .map(|(k, v)| (k.clone(), v.to_bits()))
                 .collect()

@@ -140,7 +140,7 @@ fn every_parameter_and_distribution() {
         let tid: u64 = tid.parse().unwrap();
         let t = all.iter().find(|t| t.id == tid).unwrap();
         assert_eq!(
-            t.params[name],
+            t.internal_params[name],
             value.parse::<f64>().unwrap(),
             "trial {tid} {name}"
         );
@@ -154,7 +154,7 @@ fn every_parameter_and_distribution() {
         count += 1;
     }
     assert_eq!(count, 63);
-    let total: usize = all.iter().map(|t| t.params.len()).sum();
+    let total: usize = all.iter().map(|t| t.internal_params.len()).sum();
     assert_eq!(total, 63, "no parameter more or less than Optuna wrote");
     let t0 = &all[0];
     assert_eq!(t0.param("act").unwrap(), hpo_core::ParamValue::from("relu"));

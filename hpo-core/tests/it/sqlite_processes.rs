@@ -117,12 +117,12 @@ fn four_processes_share_one_file_without_losing_a_trial() {
     for (i, t) in trials.iter().enumerate() {
         assert_eq!(t.number, i as u64, "numbers are unique and contiguous");
         assert_eq!(t.state, TrialState::Complete, "trial {i}");
-        assert_eq!(t.params.len(), 2, "trial {i}");
+        assert_eq!(t.internal_params.len(), 2, "trial {i}");
         assert!(t.value().is_some());
         if i < 40 {
             let fixed = f64::from(i as u32) / 4.0 - 5.0;
             assert_eq!(
-                t.params["x"], fixed,
+                t.internal_params["x"], fixed,
                 "enqueued trial {i} ran once, with its params"
             );
         }
@@ -188,7 +188,10 @@ fn a_killed_workers_trial_is_reclaimed_and_retried() {
     assert_eq!(failed.failure(), Some(FailureKind::Stale));
     let retry = &after[hang_at as usize + 1];
     assert_eq!(retry.state, TrialState::Complete, "the copy ran first");
-    assert_eq!(retry.params, killed.params, "same parameters");
+    assert_eq!(
+        retry.internal_params, killed.internal_params,
+        "same parameters"
+    );
     assert_eq!(retry.system_attrs[FAILED_TRIAL_ATTR], json!(hang_at));
     assert_eq!(retry.system_attrs[RETRY_HISTORY_ATTR], json!([hang_at]));
     assert_eq!(after.len() as u64, hang_at + 4);

@@ -149,7 +149,7 @@ fn multi_objective_studies_sample_and_improve() {
     let trials = s.trials().unwrap();
     assert!(trials.iter().all(|t| t.state == TrialState::Complete));
     // The Pareto front needs y near 0: TPE's later half should get closer than its random start.
-    let y = |t: &Arc<hpo_core::FrozenTrial>| t.params["y"];
+    let y = |t: &Arc<hpo_core::FrozenTrial>| t.internal_params["y"];
     let early: f64 = trials[..10].iter().map(y).sum::<f64>() / 10.0;
     let late: f64 = trials[30..].iter().map(y).sum::<f64>() / 10.0;
     assert!(late < early, "mean y early {early}, late {late}");

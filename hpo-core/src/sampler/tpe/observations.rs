@@ -317,7 +317,7 @@ impl StudyObservations {
         }
         self.outcomes[num] = outcome;
         self.members.push(num as u32);
-        for (name, x) in &t.params {
+        for (name, x) in &t.internal_params {
             let Some(dist) = t.distributions.get(name) else {
                 continue;
             };
@@ -606,7 +606,7 @@ mod tests {
         let mut t = FrozenTrial::new(number + 100, number, state);
         t.values = value.map(|v| vec![v]);
         let d: Distribution = FloatDistribution::new(0.0, 1.0).unwrap().into();
-        t.params.insert("x".into(), number as f64 / 100.0);
+        t.internal_params.insert("x".into(), number as f64 / 100.0);
         t.distributions.insert("x".into(), d);
         t
     }
@@ -740,7 +740,8 @@ mod tests {
         let d: Distribution = FloatDistribution::new(0.0, 1.0).unwrap().into();
         let make = |i: u64| {
             let mut t = trial(i, TrialState::Complete, Some(1.0));
-            t.params.insert("x".into(), ((i * 37) % 101) as f64 / 101.0);
+            t.internal_params
+                .insert("x".into(), ((i * 37) % 101) as f64 / 101.0);
             Arc::new(t)
         };
         let mut obs = StudyObservations::default();

@@ -369,7 +369,7 @@ fn running(
             let values: Option<Vec<f64>> = space
                 .iter()
                 .map(
-                    |(n, d, _)| match (t.params.get(*n), t.distributions.get(*n)) {
+                    |(n, d, _)| match (t.internal_params.get(*n), t.distributions.get(*n)) {
                         (Some(x), Some(td)) if td == *d => Some(transform(d, *x)),
                         _ => None,
                     },
@@ -496,7 +496,7 @@ mod tests {
 
     fn complete(number: u64, x: f64, value: f64) -> Arc<FrozenTrial> {
         let mut t = FrozenTrial::new(number, number, TrialState::Complete);
-        t.params.insert("x".into(), x);
+        t.internal_params.insert("x".into(), x);
         t.distributions.insert("x".into(), float());
         t.values = Some(vec![value]);
         Arc::new(t)
@@ -504,7 +504,7 @@ mod tests {
 
     fn running_at(number: u64, x: f64) -> Arc<FrozenTrial> {
         let mut t = FrozenTrial::new(number, number, TrialState::Running);
-        t.params.insert("x".into(), x);
+        t.internal_params.insert("x".into(), x);
         t.distributions.insert("x".into(), float());
         Arc::new(t)
     }
@@ -540,10 +540,11 @@ mod tests {
         let y: Distribution = FloatDistribution::new(-1.0, 1.0).unwrap().into();
         let make = |i: u64, state: TrialState| {
             let mut t = FrozenTrial::new(i, i, state);
-            t.params.insert("x".into(), ((i * 37) % 11) as f64 / 11.0);
+            t.internal_params
+                .insert("x".into(), ((i * 37) % 11) as f64 / 11.0);
             t.distributions.insert("x".into(), float());
             if i.is_multiple_of(2) {
-                t.params
+                t.internal_params
                     .insert("y".into(), ((i * 13) % 7) as f64 / 7.0 - 0.5);
                 t.distributions.insert("y".into(), y.clone());
             }
@@ -635,7 +636,7 @@ mod tests {
         let trials: Vec<Arc<FrozenTrial>> = (0..30)
             .map(|i| {
                 let mut t = FrozenTrial::new(i, i, TrialState::Complete);
-                t.params.insert("c".into(), (i % 4) as f64);
+                t.internal_params.insert("c".into(), (i % 4) as f64);
                 t.distributions.insert("c".into(), cat.clone());
                 // Two trials with choice 0 are best, then choice 2; the
                 // support below excludes choice 0.

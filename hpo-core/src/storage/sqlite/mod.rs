@@ -492,7 +492,8 @@ impl Inner {
                 0 => {
                     let name: String = r.get(2)?;
                     let dist = Distribution::from_json(&text)?;
-                    t.params.insert(name.clone(), real.unwrap_or(f64::NAN));
+                    t.internal_params
+                        .insert(name.clone(), real.unwrap_or(f64::NAN));
                     t.distributions.insert(name, dist);
                 }
                 1 | 2 => {
@@ -638,7 +639,7 @@ fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TrialRow> {
 
 /// Inserts a trial's params, values, intermediate values and attributes (inside a transaction).
 fn insert_details(conn: &Connection, c: &Counters, id: i64, t: &FrozenTrial) -> OpResult<()> {
-    for (name, x) in &t.params {
+    for (name, x) in &t.internal_params {
         let dist = t.distributions.get(name).ok_or_else(|| {
             Error::InvalidOperation(format!("template parameter `{name}` has no distribution"))
         })?;
@@ -851,7 +852,7 @@ impl Storage for SqliteStorage {
             .ok_or_else(|| Error::StudyNotFound(format!("<id {study_id}>")).into())
         };
         let is_bare = template.is_none_or(|tpl| {
-            tpl.params.is_empty()
+            tpl.internal_params.is_empty()
                 && tpl.values.is_none()
                 && tpl.intermediate_values.is_empty()
                 && tpl.user_attrs.is_empty()
@@ -942,7 +943,7 @@ impl Storage for SqliteStorage {
             }
             db.counters.commit();
             if let Some((_, t)) = db.owned.get_mut(&trial_id) {
-                t.params.insert(name.to_owned(), internal);
+                t.internal_params.insert(name.to_owned(), internal);
                 t.distributions.insert(name.to_owned(), dist.clone());
             }
             Ok(())
