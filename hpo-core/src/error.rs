@@ -104,15 +104,6 @@ pub enum Error {
     #[error("{0}")]
     InvalidOperation(String),
 
-    /// An objective returned the wrong number of values.
-    #[error("the objective returned {got} values but the study has {expected} objectives")]
-    ValueCount {
-        /// Values the study expects.
-        expected: usize,
-        /// Values returned.
-        got: usize,
-    },
-
     /// A configuration value (sampler, pruner, study option) is invalid.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),

@@ -1,7 +1,7 @@
 use super::*;
 
 /// Every distinct `distribution_json` of Optuna 5.0's reference database
-/// (shared/reference/optuna/schema_ref.db, written by Optuna itself).
+/// (hpo-core/tests/data/optuna_5_0_schema_ref.db, written by Optuna itself).
 const OPTUNA_JSON: &[&str] = &[
     r#"{"name": "FloatDistribution", "attributes": {"step": null, "low": 0.0, "high": 1.0, "log": false}}"#,
     r#"{"name": "CategoricalDistribution", "attributes": {"choices": ["relu", "tanh", "gelu"]}}"#,

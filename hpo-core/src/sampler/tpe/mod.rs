@@ -9,7 +9,8 @@
 //!
 //! The module is split by concept:
 //!
-//! * [`config`](TpeConfig) — settings with Optuna's defaults (serde).
+//! * [`config`](TpeConfig) — settings (serde): hpo's defaults, and Optuna 5.0's
+//!   exactly with [`TpeConfig::optuna`].
 //! * `truncnorm` — truncated normal masses and sampling, accurate in the tails.
 //! * `parzen` — the Parzen estimator: kernels per distribution kind, step-aware
 //!   truncated Gaussians, Optuna's categorical kernel, sampling inside a

@@ -71,12 +71,17 @@ impl Default for TpeSampler {
 }
 
 impl TpeSampler {
-    /// A sampler with Optuna's defaults, seeded from the operating system.
+    /// A sampler with hpo's defaults ([`TpeConfig::default`]), seeded from the
+    /// operating system. These are *not* Optuna's defaults: they use more
+    /// expected-improvement candidates (128, falling to 24 as the history
+    /// grows), prior weight 0.5 and group decomposition, chosen on the
+    /// benchmark in `benches/sample_efficiency.rs`; [`TpeConfig::optuna`] is
+    /// Optuna 5.0's `TPESampler()` exactly.
     pub fn new() -> Self {
         Self::build(TpeConfig::default())
     }
 
-    /// A reproducible sampler with Optuna's defaults.
+    /// A reproducible sampler with hpo's defaults (see [`TpeSampler::new`]).
     pub fn seeded(seed: u64) -> Self {
         Self::build(TpeConfig::seeded(seed))
     }
