@@ -134,12 +134,8 @@ fn names(line: &str, name: &str) -> bool {
             return true;
         }
         // `crate::{a, b::c, Name}`: look inside the group.
-        rest.strip_prefix('{').is_some_and(|group| {
-            group
-                .split(['}', ','])
-                .map(str::trim)
-                .any(|item| segment(item))
-        })
+        rest.strip_prefix('{')
+            .is_some_and(|group| group.split(['}', ',']).map(str::trim).any(&segment))
     })
 }
 

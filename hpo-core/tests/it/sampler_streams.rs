@@ -19,8 +19,11 @@ fn objective(trial: &mut hpo_core::Trial) -> Result<f64, TrialError> {
     Ok((x - 1.0).powi(2) + lr.ln().abs() * 0.01 + n as f64 * 1e-3)
 }
 
-/// Every sampler under test, built fresh from a seed (as a new process would).
-fn samplers() -> Vec<(&'static str, fn(u64) -> Arc<dyn Sampler>)> {
+/// Builds a sampler from a seed, as a new process would.
+type MakeSampler = fn(u64) -> Arc<dyn Sampler>;
+
+/// Every sampler under test.
+fn samplers() -> Vec<(&'static str, MakeSampler)> {
     vec![
         ("random", |s| Arc::new(RandomSampler::seeded(s))),
         ("tpe", |s| {

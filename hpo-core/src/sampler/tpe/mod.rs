@@ -12,9 +12,12 @@
 //! * [`config`](TpeConfig) — settings (serde): hpo's defaults, and Optuna 5.0's
 //!   exactly with [`TpeConfig::optuna`].
 //! * `truncnorm` — truncated normal masses and sampling, accurate in the tails.
-//! * `parzen` — the Parzen estimator: kernels per distribution kind, step-aware
-//!   truncated Gaussians, Optuna's categorical kernel, sampling inside a
-//!   narrowed support.
+//! * `domain` — one parameter's modelled domain: transformed units, the magic
+//!   clip, where samples may fall under a narrowed support.
+//! * `kernels` — the kernels of one dimension: bandwidths, step-aware truncated
+//!   Gaussians, Optuna's categorical kernel, one kernel's mass and draw.
+//! * `parzen` — the Parzen estimator: a weighted mixture of product kernels,
+//!   its sampling and its (pruned, exact) log density.
 //! * `observations` — per-study observation arrays kept incrementally, and the
 //!   good/bad split (pruned trials after complete ones, constraint violations
 //!   always bad).
@@ -73,7 +76,9 @@
 //! a suggestion does not page-fault back the memory the previous one freed.
 
 mod config;
+mod domain;
 mod group;
+mod kernels;
 mod observations;
 mod parzen;
 mod sampler;

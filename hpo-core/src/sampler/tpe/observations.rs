@@ -22,8 +22,8 @@
 //! losses (a simpler, documented stand-in for Optuna's hypervolume subset
 //! selection); pruned trials are bad there.
 
+use super::domain::{clipped_log_norm, transform};
 use super::group::{Intersection, SearchSpaceGroup};
-use super::parzen::{clipped_log_norm, transform};
 use crate::direction::Direction;
 use crate::distribution::Distribution;
 use crate::trial::{FrozenTrial, TrialState};

@@ -1,8 +1,9 @@
 //! The TPE sampler: split, model, propose, pick.
 
 use super::config::TpeConfig;
+use super::domain::{transform, untransform, Dim, SampleRange};
 use super::observations::{Rows, StudyObservations};
-use super::parzen::{transform, untransform, Dim, ParzenEstimator, SampleRange};
+use super::parzen::ParzenEstimator;
 use super::scratch;
 use crate::distribution::{Distribution, Support};
 use crate::error::Result;
