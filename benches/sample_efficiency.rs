@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use std::f64::consts::PI;
 use std::fmt::Write as _;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 const CHECKPOINTS: [usize; 3] = [50, 100, 200];
