@@ -50,6 +50,7 @@
 
 pub mod distribution;
 mod error;
+pub mod executor;
 pub mod pruner;
 pub mod sampler;
 pub mod space;

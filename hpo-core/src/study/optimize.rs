@@ -22,6 +22,7 @@ pub struct Optimize {
     timeout: Option<Duration>,
     n_jobs: usize,
     callbacks: Vec<Callback>,
+    processes: Option<crate::executor::ProcessConfig>,
 }
 
 impl std::fmt::Debug for Optimize {
@@ -31,6 +32,7 @@ impl std::fmt::Debug for Optimize {
             .field("timeout", &self.timeout)
             .field("n_jobs", &self.n_jobs)
             .field("callbacks", &self.callbacks.len())
+            .field("processes", &self.processes)
             .finish()
     }
 }
@@ -71,6 +73,14 @@ impl Optimize {
         self
     }
 
+    /// Runs each trial in its own worker process, admitted by device memory
+    /// (see [`crate::executor`]); `jobs` is then ignored. Threads remain the
+    /// in-process option.
+    pub fn processes(mut self, config: crate::executor::ProcessConfig) -> Self {
+        self.processes = Some(config);
+        self
+    }
+
     /// Adds a callback run after each finished trial.
     pub fn callback(mut self, f: impl Fn(&Study, &FrozenTrial) + Send + Sync + 'static) -> Self {
         self.callbacks.push(Box::new(f));
@@ -86,6 +96,20 @@ impl Study {
         R: IntoTrialResult,
     {
         self.core.stop.store(false, Ordering::SeqCst);
+        if let Some(config) = &opts.processes {
+            let limits = crate::executor::Limits {
+                n_trials: opts.n_trials,
+                timeout: opts.timeout,
+            };
+            let callback = |study: &Study, trial: &FrozenTrial| {
+                for cb in &opts.callbacks {
+                    cb(study, trial);
+                }
+            };
+            return crate::executor::optimize_processes(
+                self, config, limits, &callback, &objective,
+            );
+        }
         let started = AtomicUsize::new(0);
         let first_error: Mutex<Option<Error>> = Mutex::new(None);
         let t0 = Instant::now();
@@ -145,6 +169,66 @@ impl Study {
         let finish = match outcome {
             Ok(r) => Finish::Result(r),
             Err(payload) => Finish::Panic(panic_message(payload.as_ref())),
+        };
+        self.finish(trial, finish)
+    }
+}
+
+/// Hooks for the process executor (`crate::executor`): a trial asked by the
+/// coordinator is handed to a worker process, which adopts it.
+impl Study {
+    /// The heartbeat setting of this study handle.
+    pub(crate) fn heartbeat_setting(&self) -> Option<super::Heartbeat> {
+        self.core.heartbeat
+    }
+
+    /// Whether [`Study::stop`] was called.
+    pub(crate) fn stop_requested(&self) -> bool {
+        self.core.stop.load(Ordering::SeqCst)
+    }
+
+    /// Gives up this handle's ownership of a RUNNING trial without finishing
+    /// it; its heartbeat goes on until [`Study::stop_beating`].
+    pub(crate) fn hand_over(&self, trial: Trial) -> FrozenTrial {
+        trial.into_parts().1
+    }
+
+    /// Stops the heartbeat this handle keeps for `trial_id`, if any.
+    pub(crate) fn stop_beating(&self, trial_id: u64) -> Result<()> {
+        let beat = self.core.beats.lock()?.remove(&trial_id);
+        drop(beat);
+        Ok(())
+    }
+
+    /// Takes over a RUNNING trial handed over by another process, beating for it.
+    pub(crate) fn adopt(&self, trial_id: u64) -> Result<Trial> {
+        let frozen = self.core.storage.trial(trial_id)?;
+        if frozen.state != crate::TrialState::Running {
+            return Err(Error::TrialFinished {
+                number: frozen.number,
+                state: frozen.state,
+            });
+        }
+        if let Some(hb) = self.core.heartbeat {
+            let beat = super::heartbeat::HeartbeatThread::start(
+                Arc::clone(&self.core.storage),
+                &frozen,
+                hb.interval,
+            )?;
+            self.core.beats.lock()?.insert(frozen.id, beat);
+        }
+        Trial::start(Arc::clone(&self.core), (*frozen).clone())
+    }
+
+    /// Finishes `trial` with an objective's outcome, or with a panic message.
+    pub(crate) fn finish_outcome(
+        &self,
+        trial: Trial,
+        outcome: std::result::Result<std::result::Result<Vec<f64>, crate::TrialError>, String>,
+    ) -> Result<Arc<FrozenTrial>> {
+        let finish = match outcome {
+            Ok(r) => Finish::Result(r),
+            Err(m) => Finish::Panic(m),
         };
         self.finish(trial, finish)
     }
