@@ -14,12 +14,12 @@
 //!
 //! # Queue order
 //!
-//! [`QueuePolicy::Backfill`] (the default): the oldest queued trial goes
-//! first when it fits; while it does not, younger trials that fit may start
-//! ahead of it ("backfill", which keeps the device busy), but each time one
-//! does, every trial it passed counts a bypass. A trial passed `max_bypass`
-//! times blocks the queue: nothing behind it starts until memory drains and
-//! it fits, so a large trial waits at most `max_bypass` small ones, never
+//! [`QueuePolicy::Backfill`] (the default): of the queued trials that fit
+//! now, the one that fills the device best starts ("best fit", which keeps
+//! memory and compute busy), but each time a trial starts ahead of older
+//! ones, every older one counts a bypass. A trial passed `max_bypass` times
+//! blocks the queue: nothing behind it starts until memory drains and it
+//! fits, so a large trial waits for at most `max_bypass` others, never
 //! forever. [`QueuePolicy::Fifo`] never lets anyone pass (no starvation, idle
 //! memory), [`QueuePolicy::BestFit`] always takes the trial that fills the
 //! device best (best packing, and a large trial can wait forever); the
@@ -35,8 +35,8 @@ use std::hash::Hash;
 pub enum QueuePolicy {
     /// Strict arrival order.
     Fifo,
-    /// Arrival order, with younger trials starting ahead of an older one that
-    /// does not fit, until that one has been passed `max_bypass` times.
+    /// Best fit among the queued trials, where a trial passed `max_bypass`
+    /// times blocks everyone behind it until it starts (bounded waiting).
     Backfill {
         /// How many trials may start ahead of a waiting one.
         max_bypass: u32,
@@ -283,11 +283,14 @@ impl<K: Clone + Eq + Hash> Scheduler<K> {
         let pick = match self.policy.queue {
             QueuePolicy::Fifo => self.placement(0).map(|p| (0, p)),
             QueuePolicy::Backfill { max_bypass } => {
-                let mut found = None;
+                // Best fit among the trials allowed to start: everyone up to
+                // (and including) the first trial passed `max_bypass` times.
+                let mut found: Option<(usize, (usize, usize, u64))> = None;
                 for i in 0..self.queue.len() {
                     if let Some(p) = self.placement(i) {
-                        found = Some((i, p));
-                        break;
+                        if found.is_none_or(|(_, (_, _, bytes))| p.2 > bytes) {
+                            found = Some((i, p));
+                        }
                     }
                     if self.queue[i].bypassed >= max_bypass {
                         break;
