@@ -123,7 +123,7 @@ impl DeviceSet {
             .filter_map(|(i, d)| {
                 let bytes = need(d.budget.context);
                 let free = d.budget.usable.checked_sub(d.reserved)?;
-                (bytes <= free).then_some((i, bytes, free - bytes))
+                (bytes <= free).then(|| (i, bytes, free - bytes))
             })
             .min_by_key(|&(i, _, left)| (left, i))
             .map(|(i, bytes, _)| (i, bytes))

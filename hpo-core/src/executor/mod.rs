@@ -49,8 +49,8 @@
 //! struct Estimator;
 //! impl MemoryEstimator for Estimator {
 //!     fn propose(&self, trial: &mut Trial) -> Result<Shape, TrialError> {
-//!         let batch = trial.suggest_categorical("batch", vec![8i64, 16, 32])?;
-//!         let family = trial.suggest_categorical("model", vec!["base", "large"])?;
+//!         let batch = trial.suggest_categorical("batch", &[8i64, 16, 32])?;
+//!         let family = trial.suggest_categorical("model", &["base", "large"])?;
 //!         Ok(Shape::new(family, Batch::new(batch as u32, 1)))
 //!     }
 //!     fn peak_bytes(&self, _params: &BTreeMap<String, ParamValue>, batch: Batch) -> u64 {
@@ -59,8 +59,8 @@
 //! }
 //!
 //! fn objective(trial: &mut Trial) -> Result<f64, TrialError> {
-//!     let batch = trial.suggest_categorical("batch", vec![8i64, 16, 32])?;
-//!     let _model = trial.suggest_categorical("model", vec!["base", "large"])?;
+//!     let batch = trial.suggest_categorical("batch", &[8i64, 16, 32])?;
+//!     let _model = trial.suggest_categorical("model", &["base", "large"])?;
 //!     // The executor may have shrunk the micro-batch after an OOM.
 //!     let run = executor::batch_of(trial).unwrap_or(Batch::new(batch as u32, 1));
 //!     Ok(f64::from(run.effective()))

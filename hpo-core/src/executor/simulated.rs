@@ -117,6 +117,14 @@ pub struct SimExecutor {
     pub max_bypass: u32,
     /// Configurations sampled ahead.
     pub lookahead: usize,
+    /// Whether the executor learns its correction (default true; false to
+    /// see what the correction buys).
+    #[serde(default = "learn_default")]
+    pub learn: bool,
+}
+
+fn learn_default() -> bool {
+    true
 }
 
 /// An observed peak (as `nvidia-smi` shows it: context included) the
@@ -460,8 +468,9 @@ pub struct Report {
     pub gpu_busy: f64,
     /// Largest reservation ever held on a device / its budget (executor, oracle).
     pub max_reserved_share: f64,
-    /// Launch sequence number and family of every OOM event.
-    pub oom_log: Vec<(usize, String)>,
+    /// Every OOM event: launch sequence number, family, and how many
+    /// trials of that family had been launched before it.
+    pub oom_log: Vec<(usize, String, usize)>,
     /// Devices taken out of rotation, with the reason.
     pub retired_devices: Vec<String>,
     /// Trials launched per device.
@@ -492,6 +501,7 @@ struct Run {
     peak: u64,
     demand: f64,
     seq: usize,
+    family_seq: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -522,6 +532,7 @@ struct Sim<'a> {
     next_config: usize,
     retry_queue: VecDeque<usize>,
     attempt_config: Vec<(usize, Batch)>,
+    family_launches: Vec<usize>,
     sched: Option<Scheduler<usize>>,
     report: Report,
     mem_integral: f64,
@@ -550,7 +561,7 @@ impl<'a> Sim<'a> {
                     queue,
                     min_micro_batch: w.executor.min_micro_batch,
                     max_device_faults: 3,
-                    learn: true,
+                    learn: w.executor.learn,
                 },
             )),
             Policy::Oracle => Some(Scheduler::new(
@@ -601,6 +612,7 @@ impl<'a> Sim<'a> {
             next_config: 0,
             retry_queue: VecDeque::new(),
             attempt_config: Vec::new(),
+            family_launches: vec![0; w.family.len()],
             sched,
             report: Report {
                 policy: policy.name(),
@@ -775,9 +787,12 @@ impl<'a> Sim<'a> {
         if seq >= 50 {
             self.report.oom_after_50 += 1;
         }
-        self.report
-            .oom_log
-            .push((seq, self.w.family[self.configs[c].family].name.clone()));
+        let family_seq = self.runs[i].family_seq;
+        self.report.oom_log.push((
+            seq,
+            self.w.family[self.configs[c].family].name.clone(),
+            family_seq,
+        ));
         match self.policy {
             Policy::Fixed { retry, .. } => {
                 // The study process that allocated is poisoned and dies; the
@@ -938,6 +953,8 @@ impl<'a> Sim<'a> {
         self.report.launches += 1;
         self.report.launches_per_device[d] += 1;
         let attempt = if key == usize::MAX { seq } else { key };
+        let family_seq = self.family_launches[c.family];
+        self.family_launches[c.family] += 1;
         self.runs.push(Run {
             attempt,
             config,
@@ -947,6 +964,7 @@ impl<'a> Sim<'a> {
             peak: c.true_peak(self.w, batch.micro),
             demand: (f64::from(batch.micro) * f64::from(c.length) / dev.saturation_tokens).min(1.0),
             seq,
+            family_seq,
         });
     }
 
