@@ -16,7 +16,7 @@
 //! PRUNED, divided by the time until the last configuration ended), so a
 //! policy that fails big trials quickly does not look fast.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use hpo_core::executor::simulated::{simulate, Policy, Report, Workload};
 use hpo_core::executor::QueuePolicy;
@@ -69,7 +69,12 @@ fn main() {
         .map(|&p| {
             let t = Instant::now();
             let r = simulate(&w, p).unwrap();
-            eprintln!("{:<40} {:>8.1} useful/h  ({:.2} s)", r.policy, r.useful_per_hour, t.elapsed().as_secs_f64());
+            eprintln!(
+                "{:<40} {:>8.1} useful/h  ({:.2} s)",
+                r.policy,
+                r.useful_per_hour,
+                t.elapsed().as_secs_f64()
+            );
             r
         })
         .collect();
@@ -97,7 +102,8 @@ fn main() {
         .max_by(|a, b| a.useful_pflop_per_hour.total_cmp(&b.useful_pflop_per_hour))
         .unwrap();
     let work_ratio_vs_oracle = exec.useful_pflop_per_hour / oracle.useful_pflop_per_hour;
-    let work_ratio_vs_best_fixed = exec.useful_pflop_per_hour / best_fixed_work.useful_pflop_per_hour;
+    let work_ratio_vs_best_fixed =
+        exec.useful_pflop_per_hour / best_fixed_work.useful_pflop_per_hour;
 
     let slim = |r: &Report| {
         let mut r = r.clone();
@@ -145,7 +151,11 @@ fn main() {
     });
     let out = root.join("bench/results");
     std::fs::create_dir_all(&out).unwrap();
-    std::fs::write(out.join("executor.json"), serde_json::to_string_pretty(&doc).unwrap() + "\n").unwrap();
+    std::fs::write(
+        out.join("executor.json"),
+        serde_json::to_string_pretty(&doc).unwrap() + "\n",
+    )
+    .unwrap();
 
     let mut md = String::new();
     md.push_str(&format!(

@@ -258,11 +258,12 @@ impl<K: Clone + Eq + Hash> Scheduler<K> {
 
     /// The next decision: a trial to launch, an infeasible trial to record,
     /// or `None` when nothing can start now (or no device is in rotation).
-    pub fn next(&mut self) -> Option<Step<K>> {
+    pub fn decide(&mut self) -> Option<Step<K>> {
         if !self.devices.any_in_rotation() {
             return None;
         }
-        if let Some(i) = (0..self.queue.len()).find(|&i| self.rung(&self.queue[i].candidate).is_none())
+        if let Some(i) =
+            (0..self.queue.len()).find(|&i| self.rung(&self.queue[i].candidate).is_none())
         {
             let q = self.queue.remove(i)?;
             let c = q.candidate;
@@ -392,11 +393,11 @@ mod tests {
         for k in 0..4 {
             s.push(cand(k, 4, 1.0));
         }
-        assert_eq!(launched(s.next()).key, 0);
-        assert_eq!(launched(s.next()).key, 1);
-        assert_eq!(s.next(), None, "12 GiB would exceed 10");
+        assert_eq!(launched(s.decide()).key, 0);
+        assert_eq!(launched(s.decide()).key, 1);
+        assert_eq!(s.decide(), None, "12 GiB would exceed 10");
         s.end(&0, &TrialEnd::default());
-        assert_eq!(launched(s.next()).key, 2);
+        assert_eq!(launched(s.decide()).key, 2);
         assert_eq!(s.peak_reserved(0), 8 * GIB);
     }
 
@@ -404,11 +405,11 @@ mod tests {
     fn shrinks_what_cannot_fit_alone_and_rejects_what_never_fits() {
         let mut s = one(10, QueuePolicy::Fifo);
         s.push(cand(0, 16, 1.0));
-        let l = launched(s.next());
+        let l = launched(s.decide());
         assert_eq!(l.batch, Batch::new(8, 2));
         assert!(l.shrunk);
         s.push(Candidate::new(1, "f", Batch::new(16, 1), 4, |_| 11 * GIB));
-        assert!(matches!(s.next(), Some(Step::Infeasible { key: 1, .. })));
+        assert!(matches!(s.decide(), Some(Step::Infeasible { key: 1, .. })));
     }
 
     #[test]
@@ -423,11 +424,11 @@ mod tests {
             for k in 1..20 {
                 s.push(cand(k, 2, 1.0));
             }
-            assert_eq!(launched(s.next()).key, 100);
+            assert_eq!(launched(s.decide()).key, 100);
             // Small trials keep finishing and arriving.
             let mut started_big = false;
             for round in 0..10 {
-                while let Some(step) = s.next() {
+                while let Some(step) = s.decide() {
                     let l = match step {
                         Step::Launch(l) => l,
                         other => panic!("{other:?}"),
@@ -450,14 +451,17 @@ mod tests {
     fn learns_from_measured_peaks() {
         let mut s = one(10, QueuePolicy::Fifo);
         s.push(cand(0, 3, 1.0));
-        let l = launched(s.next());
+        let l = launched(s.decide());
         assert_eq!(l.reserved, 3 * GIB);
-        s.end(&0, &TrialEnd {
-            measured: Some(5 * GIB),
-            ..Default::default()
-        });
+        s.end(
+            &0,
+            &TrialEnd {
+                measured: Some(5 * GIB),
+                ..Default::default()
+            },
+        );
         s.push(cand(1, 3, 1.0));
-        let l = launched(s.next());
+        let l = launched(s.decide());
         assert_eq!(l.reserved, 5 * GIB, "corrected by 5/3");
     }
 }

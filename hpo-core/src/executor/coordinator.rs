@@ -296,7 +296,7 @@ impl Coordinator<'_> {
             }
             // 2. Admit and launch.
             loop {
-                match self.sched.next() {
+                match self.sched.decide() {
                     Some(Step::Launch(l)) => self.launch(l)?,
                     Some(Step::Infeasible { key, reason }) => self.infeasible(key, reason)?,
                     None => break,
@@ -362,10 +362,7 @@ impl Coordinator<'_> {
     /// whether it was an OOM relaunch.
     fn ask_one(&mut self) -> Result<bool> {
         let mut trial = self.study.ask()?;
-        let relaunch = trial
-            .frozen()
-            .system_attrs
-            .contains_key(OOM_RETRIES_ATTR);
+        let relaunch = trial.frozen().system_attrs.contains_key(OOM_RETRIES_ATTR);
         match self.config.estimator.propose(&mut trial) {
             Err(e) => {
                 let t = self.study.tell(trial, Err::<f64, _>(e))?;
@@ -454,16 +451,19 @@ impl Coordinator<'_> {
                 self.study.stop_beating(frozen.id)?;
                 self.sched.end(&l.key, &TrialEnd::default());
                 let attrs = [
-                    (FailureKind::ATTR.to_owned(), Value::from(FailureKind::Error.as_str())),
+                    (
+                        FailureKind::ATTR.to_owned(),
+                        Value::from(FailureKind::Error.as_str()),
+                    ),
                     (
                         FailureKind::REASON_ATTR.to_owned(),
                         Value::from(format!("cannot start a worker process: {e}")),
                     ),
                 ];
-                let t = self
-                    .study
-                    .storage()
-                    .finish_trial(frozen.id, TrialState::Fail, None, &attrs)?;
+                let t =
+                    self.study
+                        .storage()
+                        .finish_trial(frozen.id, TrialState::Fail, None, &attrs)?;
                 (self.callback)(self.study, &t);
                 Ok(())
             }
@@ -571,9 +571,15 @@ impl Coordinator<'_> {
                     "accumulation".into(),
                     Value::from(w.launch.batch.accumulation),
                 );
-                attrs.push((FailureKind::OOM_CONFIG_ATTR.to_owned(), Value::Object(config)));
+                attrs.push((
+                    FailureKind::OOM_CONFIG_ATTR.to_owned(),
+                    Value::Object(config),
+                ));
                 if !relaunchable {
-                    attrs.push((FailureKind::CONSTRAINTS_ATTR.to_owned(), Value::from(vec![1.0])));
+                    attrs.push((
+                        FailureKind::CONSTRAINTS_ATTR.to_owned(),
+                        Value::from(vec![1.0]),
+                    ));
                 }
             }
             record = match storage.finish_trial(w.trial_id, TrialState::Fail, None, &attrs) {
@@ -584,7 +590,10 @@ impl Coordinator<'_> {
             };
         } else if let Some(code) = status.code() {
             if code == STORAGE_FAILURE_STATUS || code == ORPHAN_STATUS {
-                tracing::warn!(trial = w.number, "worker exited with status {code} after its trial ended");
+                tracing::warn!(
+                    trial = w.number,
+                    "worker exited with status {code} after its trial ended"
+                );
             }
         }
         let oom = record.failure() == Some(FailureKind::Oom);
@@ -640,7 +649,10 @@ impl Coordinator<'_> {
         system.insert(RETRY_HISTORY_ATTR.to_owned(), Value::Array(history));
         system.insert(OOM_RETRIES_ATTR.to_owned(), Value::from(retries));
         system.insert(MICRO_BATCH_ATTR.to_owned(), Value::from(batch.micro));
-        system.insert(ACCUMULATION_ATTR.to_owned(), Value::from(batch.accumulation));
+        system.insert(
+            ACCUMULATION_ATTR.to_owned(),
+            Value::from(batch.accumulation),
+        );
         let mut template = FrozenTrial::new(0, 0, TrialState::Waiting);
         template.params = failed.params.clone();
         template.distributions = failed.distributions.clone();

@@ -32,7 +32,7 @@ pub fn is_oom_text(text: &str) -> bool {
 /// floor (`micro` would drop below `min_micro`, or is odd).
 pub fn shrink(batch: Batch, min_micro: u32) -> Option<Batch> {
     let half = batch.micro / 2;
-    (batch.micro % 2 == 0 && half >= min_micro.max(1)).then(|| Batch {
+    (batch.micro.is_multiple_of(2) && half >= min_micro.max(1)).then(|| Batch {
         micro: half,
         accumulation: batch.accumulation.saturating_mul(2),
     })

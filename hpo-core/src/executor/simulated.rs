@@ -254,7 +254,10 @@ impl Workload {
         }
         for a in &self.calibration {
             if self.family(&a.family).is_none() {
-                return bad(format!("calibration anchor names unknown family `{}`", a.family));
+                return bad(format!(
+                    "calibration anchor names unknown family `{}`",
+                    a.family
+                ));
             }
         }
         let (ch, ca) = self.activation_coefficients()?;
@@ -277,9 +280,9 @@ impl Workload {
         let ctx = self.device.first().map_or(0.0, |d| d.context_gib) * GIB as f64;
         let mut rows = Vec::new();
         for a in &self.calibration {
-            let f = self.family(&a.family).ok_or_else(|| {
-                Error::InvalidConfig(format!("unknown family `{}`", a.family))
-            })?;
+            let f = self
+                .family(&a.family)
+                .ok_or_else(|| Error::InvalidConfig(format!("unknown family `{}`", a.family)))?;
             let tokens_layers = f64::from(a.micro) * f64::from(a.length) * f64::from(f.layers);
             let act = a.observed_gib * GIB as f64 - ctx - self.static_bytes(f);
             rows.push((
@@ -289,7 +292,9 @@ impl Workload {
             ));
         }
         let [(a1, b1, y1), (a2, b2, y2)] = rows[..] else {
-            return Err(Error::InvalidConfig("two calibration anchors are needed".into()));
+            return Err(Error::InvalidConfig(
+                "two calibration anchors are needed".into(),
+            ));
         };
         let det = a1 * b2 - a2 * b1;
         if det.abs() < 1e-9 {
@@ -675,7 +680,11 @@ impl<'a> Sim<'a> {
             .iter()
             .map(|r| {
                 let d = self.procs[r.proc].device;
-                let scale = if demand[d] > 1.0 { 1.0 / demand[d] } else { 1.0 };
+                let scale = if demand[d] > 1.0 {
+                    1.0 / demand[d]
+                } else {
+                    1.0
+                };
                 self.w.device[d].tflops * 1e12 * r.demand * scale
             })
             .collect()
@@ -912,7 +921,7 @@ impl<'a> Sim<'a> {
             let batch = self.configs[c].batch;
             self.requeue(c, batch);
         }
-        while let Some(step) = self.sched.as_mut().and_then(Scheduler::next) {
+        while let Some(step) = self.sched.as_mut().and_then(Scheduler::decide) {
             match step {
                 Step::Infeasible { key, .. } => {
                     let (c, _) = self.attempt_config[key];
@@ -944,7 +953,14 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn start_run(&mut self, config: usize, proc: usize, batch: Batch, setup_until: f64, key: usize) {
+    fn start_run(
+        &mut self,
+        config: usize,
+        proc: usize,
+        batch: Batch,
+        setup_until: f64,
+        key: usize,
+    ) {
         let c = &self.configs[config];
         let d = self.procs[proc].device;
         let dev = &self.w.device[d];
@@ -989,8 +1005,7 @@ impl<'a> Sim<'a> {
                     .last()
                     .map_or(c.batch.micro, |b| b.micro);
                 let fits = w.device.iter().any(|d| {
-                    !d.faulty
-                        && c.true_peak(w, floor) + gib(d.context_gib) <= gib(d.usable_gib)
+                    !d.faulty && c.true_peak(w, floor) + gib(d.context_gib) <= gib(d.usable_gib)
                 });
                 if fits {
                     r.fit_alone_not_useful += 1;

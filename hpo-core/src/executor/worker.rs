@@ -52,10 +52,12 @@ fn assignment() -> Result<Option<Assignment>> {
         return Ok(None);
     };
     let raw = raw.to_string_lossy();
-    serde_json::from_str(&raw).map(Some).map_err(|e| Error::Parse {
-        what: format!("the worker assignment in ${WORKER_ENV}"),
-        reason: format!("{e}; this variable is set by the executor's coordinator, not by hand"),
-    })
+    serde_json::from_str(&raw)
+        .map(Some)
+        .map_err(|e| Error::Parse {
+            what: format!("the worker assignment in ${WORKER_ENV}"),
+            reason: format!("{e}; this variable is set by the executor's coordinator, not by hand"),
+        })
 }
 
 /// The entry point of worker processes; call it first in `main`.
@@ -139,7 +141,10 @@ where
             // constraint violation the sampler should learn from.
             study.stop_beating(trial.id())?;
             let attrs = [
-                (FailureKind::ATTR.to_owned(), Value::from(FailureKind::Oom.as_str())),
+                (
+                    FailureKind::ATTR.to_owned(),
+                    Value::from(FailureKind::Oom.as_str()),
+                ),
                 (FailureKind::REASON_ATTR.to_owned(), Value::from(message)),
                 (FailureKind::OOM_CONFIG_ATTR.to_owned(), config),
             ];

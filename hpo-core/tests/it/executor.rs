@@ -102,7 +102,10 @@ fn objective(trial: &mut Trial) -> Result<f64, TrialError> {
         }
         // Dies while allocating, as a CUDA OOM poisons a process.
         "oom" if run.micro > 4 => {
-            eprintln!("CUDA error: out of memory (tried to allocate {} GiB)", run.micro);
+            eprintln!(
+                "CUDA error: out of memory (tried to allocate {} GiB)",
+                run.micro
+            );
             std::process::abort()
         }
         // Says so, as an objective that catches it would.
@@ -132,10 +135,7 @@ fn coordinator_entry() {
     let url = format!("sqlite:{db}");
     let study = study_on(&url, &name);
     study
-        .optimize_with(
-            Optimize::trials(n).processes(config(&url, 3)),
-            objective,
-        )
+        .optimize_with(Optimize::trials(n).processes(config(&url, 3)), objective)
         .unwrap();
 }
 
@@ -199,13 +199,22 @@ fn executor_worker_crashes_fail_their_trial_and_the_study_goes_on() {
             }
             "abort" => {
                 assert_eq!(t.state, TrialState::Fail);
-                assert!(t.system_attrs[EXIT_ATTR].as_str().unwrap().contains("signal 6"));
-                assert!(reason.contains("about to abort"), "stderr tail kept: {reason}");
+                assert!(t.system_attrs[EXIT_ATTR]
+                    .as_str()
+                    .unwrap()
+                    .contains("signal 6"));
+                assert!(
+                    reason.contains("about to abort"),
+                    "stderr tail kept: {reason}"
+                );
             }
             "signal" => {
                 assert_eq!(t.state, TrialState::Fail);
                 assert!(
-                    t.system_attrs[EXIT_ATTR].as_str().unwrap().contains("signal 9"),
+                    t.system_attrs[EXIT_ATTR]
+                        .as_str()
+                        .unwrap()
+                        .contains("signal 9"),
                     "{:?}",
                     t.system_attrs
                 );
@@ -214,7 +223,10 @@ fn executor_worker_crashes_fail_their_trial_and_the_study_goes_on() {
             "hang" => {
                 assert_eq!(t.state, TrialState::Fail);
                 assert!(
-                    t.system_attrs[EXIT_ATTR].as_str().unwrap().contains("timeout"),
+                    t.system_attrs[EXIT_ATTR]
+                        .as_str()
+                        .unwrap()
+                        .contains("timeout"),
                     "{:?}",
                     t.system_attrs
                 );
@@ -232,10 +244,7 @@ fn executor_oom_relaunch_keeps_the_effective_batch_and_records_lineage() {
     let died = enqueue(&study, "oom", 16);
     let told = enqueue(&study, "oom_told", 16);
     study
-        .optimize_with(
-            Optimize::trials(2).processes(config(&url, 64)),
-            objective,
-        )
+        .optimize_with(Optimize::trials(2).processes(config(&url, 64)), objective)
         .unwrap();
     let trials = by_number(&study);
     assert_eq!(trials.len(), 6, "two configurations, three attempts each");
@@ -283,10 +292,7 @@ fn executor_oom_at_the_floor_ends_as_oom() {
     let study = study_on(&url, &name);
     enqueue(&study, "oom", 10); // 10 -> 5, and 5 is odd: the floor.
     study
-        .optimize_with(
-            Optimize::trials(1).processes(config(&url, 64)),
-            objective,
-        )
+        .optimize_with(Optimize::trials(1).processes(config(&url, 64)), objective)
         .unwrap();
     let trials = by_number(&study);
     assert_eq!(trials.len(), 2);
@@ -333,7 +339,11 @@ fn executor_an_infeasible_config_never_launches_and_a_big_one_is_shrunk() {
         .unwrap();
     let t = &study.trials().unwrap()[again as usize];
     assert_eq!(t.state, TrialState::Complete);
-    assert_eq!(t.system_attrs[MICRO_BATCH_ATTR], json!(4), "32 -> 4 fits 8 GiB with margin");
+    assert_eq!(
+        t.system_attrs[MICRO_BATCH_ATTR],
+        json!(4),
+        "32 -> 4 fits 8 GiB with margin"
+    );
     assert_eq!(t.system_attrs[ACCUMULATION_ATTR], json!(8));
     assert!(marker_dir(&name).join(format!("ran-{again}")).exists());
 }
@@ -390,8 +400,14 @@ fn executor_kill_9_of_the_coordinator_then_restart_loses_nothing() {
     };
     let t0 = Instant::now();
     while complete(&storage).len() < 4 {
-        assert!(t0.elapsed() < Duration::from_secs(120), "the coordinator made no progress");
-        assert!(coordinator.try_wait().unwrap().is_none(), "the coordinator ended early");
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the coordinator made no progress"
+        );
+        assert!(
+            coordinator.try_wait().unwrap().is_none(),
+            "the coordinator ended early"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     coordinator.kill().unwrap(); // SIGKILL
@@ -431,7 +447,11 @@ fn executor_kill_9_of_the_coordinator_then_restart_loses_nothing() {
         assert_ne!(t.state, TrialState::Waiting, "trial {i} never ran");
     }
     for t in &before {
-        assert_eq!(**t, *after[t.number as usize], "COMPLETE trial {} kept", t.number);
+        assert_eq!(
+            **t, *after[t.number as usize],
+            "COMPLETE trial {} kept",
+            t.number
+        );
     }
     let done = after
         .iter()
@@ -473,7 +493,11 @@ fn executor_admission_never_exceeds_the_simulated_budget() {
         QueuePolicy::BestFit,
     ] {
         let r = simulate(&w, Policy::Executor { queue }).unwrap();
-        assert!(r.max_reserved_share <= 1.0, "{queue:?}: {}", r.max_reserved_share);
+        assert!(
+            r.max_reserved_share <= 1.0,
+            "{queue:?}: {}",
+            r.max_reserved_share
+        );
         assert!(r.max_reserved_share > 0.8, "it does pack");
         assert_eq!(r.lost, 0);
         assert_eq!(r.crashed_studies, 0);
@@ -526,20 +550,30 @@ fn executor_placement_across_two_simulated_devices() {
     w.trials = 300;
     let second = w.device[0].clone();
     w.device.push(second);
-    let r = simulate(&w, Policy::Executor {
-        queue: QueuePolicy::Backfill { max_bypass: 8 },
-    })
+    let r = simulate(
+        &w,
+        Policy::Executor {
+            queue: QueuePolicy::Backfill { max_bypass: 8 },
+        },
+    )
     .unwrap();
     assert_eq!(r.launches_per_device.len(), 2);
-    assert!(r.launches_per_device.iter().all(|&n| n > 50), "{:?}", r.launches_per_device);
+    assert!(
+        r.launches_per_device.iter().all(|&n| n > 50),
+        "{:?}",
+        r.launches_per_device
+    );
     assert!(r.max_reserved_share <= 1.0);
     assert_eq!(r.useful, 300);
 
     // A faulty second device leaves rotation; everything still completes on the first.
     w.device[1].faulty = true;
-    let r = simulate(&w, Policy::Executor {
-        queue: QueuePolicy::Backfill { max_bypass: 8 },
-    })
+    let r = simulate(
+        &w,
+        Policy::Executor {
+            queue: QueuePolicy::Backfill { max_bypass: 8 },
+        },
+    )
     .unwrap();
     assert_eq!(r.retired_devices.len(), 1, "{:?}", r.retired_devices);
     assert!(r.retired_devices[0].starts_with("sim:1"));
