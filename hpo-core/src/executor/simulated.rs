@@ -414,7 +414,7 @@ impl Policy {
             Policy::Fixed { par, retry: true } => format!("fixed PAR={par} (retry OOM)"),
             Policy::Executor {
                 queue: QueuePolicy::Backfill { max_bypass },
-            } => format!("executor (backfill, bypass <= {max_bypass})"),
+            } => format!("executor (best-fit backfill, bypass <= {max_bypass})"),
             Policy::Executor {
                 queue: QueuePolicy::Fifo,
             } => "executor (FIFO)".into(),
