@@ -60,6 +60,7 @@ pub struct ProcessConfig {
     lookahead: usize,
     stderr_lines: usize,
     worker_args: Option<Vec<String>>,
+    host_memory: bool,
     poll: Duration,
 }
 
@@ -72,6 +73,7 @@ impl std::fmt::Debug for ProcessConfig {
             .field("admission", &self.admission)
             .field("trial_timeout", &self.trial_timeout)
             .field("lookahead", &self.lookahead)
+            .field("host_memory", &self.host_memory)
             .finish_non_exhaustive()
     }
 }
@@ -93,6 +95,7 @@ impl ProcessConfig {
             lookahead: 8,
             stderr_lines: 20,
             worker_args: None,
+            host_memory: false,
             poll: Duration::from_millis(20),
         }
     }
@@ -146,6 +149,15 @@ impl ProcessConfig {
     /// The arguments workers are started with (default: this process's own).
     pub fn worker_args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.worker_args = Some(args.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The trials use host memory, not a device's: a worker that records no
+    /// peak reports its process's peak resident memory, and the budget is the
+    /// machine's memory (default false: on a GPU the host figure says nothing
+    /// about device memory).
+    pub fn host_memory(mut self, yes: bool) -> Self {
+        self.host_memory = yes;
         self
     }
 
@@ -424,6 +436,7 @@ impl Coordinator<'_> {
             heartbeat_ms: Some(self.heartbeat_ms),
             relaunchable: shrink(l.batch, min_micro).is_some(),
             parent: std::process::id(),
+            host_peak: self.config.host_memory,
         };
         match self.spawn(&assignment, l.device) {
             Ok((child, stderr, reader)) => {

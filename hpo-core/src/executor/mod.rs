@@ -115,6 +115,8 @@ pub const ACCUMULATION_ATTR: &str = "hpo:accumulation";
 pub const OOM_RETRIES_ATTR: &str = "oom_retries";
 /// System attribute: the measured peak device memory of the trial, in bytes.
 pub const PEAK_BYTES_ATTR: &str = "hpo:peak_bytes";
+/// System attribute: the worker process's peak resident (host) memory, in bytes.
+pub const PEAK_RSS_ATTR: &str = "hpo:peak_rss_bytes";
 /// System attribute: the estimated peak the trial was admitted with (before correction), in bytes.
 pub const ESTIMATE_BYTES_ATTR: &str = "hpo:estimate_bytes";
 /// System attribute: the memory reserved for the trial at admission (corrected, with margin and context), in bytes.

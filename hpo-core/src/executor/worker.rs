@@ -9,7 +9,9 @@
 //! process's peak memory if the objective did not, tells the result and
 //! exits the process.
 
-use super::{is_oom_text, Batch, ACCUMULATION_ATTR, MICRO_BATCH_ATTR, PEAK_BYTES_ATTR};
+use super::{
+    is_oom_text, Batch, ACCUMULATION_ATTR, MICRO_BATCH_ATTR, PEAK_BYTES_ATTR, PEAK_RSS_ATTR,
+};
 use crate::error::{Error, Result};
 use crate::study::Study;
 use crate::trial::{FailureKind, IntoTrialResult, Trial, TrialError, TrialState};
@@ -40,6 +42,10 @@ pub(crate) struct Assignment {
     pub(crate) relaunchable: bool,
     /// The coordinator's process id; the worker exits when it is gone.
     pub(crate) parent: u32,
+    /// Record the process's peak resident memory as the trial's peak when
+    /// the objective records none (trials that use host memory only).
+    #[serde(default)]
+    pub(crate) host_peak: bool,
 }
 
 /// Whether this process is a worker started by the executor.
@@ -129,10 +135,11 @@ where
         ))),
         other => other,
     };
-    if !trial.frozen().system_attrs.contains_key(PEAK_BYTES_ATTR) {
-        if let Some(peak) = process_peak_bytes() {
-            // Best effort: the trial may have been reaped meanwhile.
-            let _ = trial.set_system_attr(PEAK_BYTES_ATTR, peak);
+    if let Some(rss) = process_peak_bytes() {
+        // Best effort: the trial may have been reaped meanwhile.
+        let _ = trial.set_system_attr(PEAK_RSS_ATTR, rss);
+        if a.host_peak && !trial.frozen().system_attrs.contains_key(PEAK_BYTES_ATTR) {
+            let _ = trial.set_system_attr(PEAK_BYTES_ATTR, rss);
         }
     }
     match outcome {
@@ -222,8 +229,11 @@ pub fn batch_of(trial: &Trial) -> Option<Batch> {
 }
 
 /// Records the trial's measured peak device memory (bytes), from which the
-/// executor learns its correction. Without it, a worker records its process's
-/// peak resident memory (right on the CPU, an under-count on a GPU).
+/// executor learns its correction. Trials that record none teach it nothing,
+/// unless [`ProcessConfig::host_memory`](super::ProcessConfig::host_memory)
+/// says their memory is the process's own (then the peak resident memory is
+/// used). Every worker records its peak resident memory in
+/// [`PEAK_RSS_ATTR`](super::PEAK_RSS_ATTR) for reference.
 pub fn record_peak(trial: &mut Trial, bytes: u64) -> Result<()> {
     trial.set_system_attr(PEAK_BYTES_ATTR, bytes)
 }

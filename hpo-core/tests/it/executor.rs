@@ -82,7 +82,10 @@ fn objective(trial: &mut Trial) -> Result<f64, TrialError> {
     match mode {
         "ok" => Ok(value),
         "slow" => {
+            let start = now_ms();
             std::thread::sleep(Duration::from_millis(300));
+            let span = format!("{start} {}", now_ms());
+            std::fs::write(dir.join(format!("span-{}", trial.number())), span).unwrap();
             Ok(value)
         }
         "panic" => panic!("boom in trial {}", trial.number()),
@@ -115,6 +118,13 @@ fn objective(trial: &mut Trial) -> Result<f64, TrialError> {
         }),
         _ => Ok(value),
     }
+}
+
+fn now_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
 }
 
 /// The worker: runs the trial its coordinator assigned and exits.
@@ -234,6 +244,45 @@ fn executor_worker_crashes_fail_their_trial_and_the_study_goes_on() {
             _ => unreachable!(),
         }
     }
+}
+
+#[test]
+fn executor_real_workers_run_in_parallel_within_the_budget() {
+    let (_db, url) = temp_db("parallel");
+    let name = format!("parallel-{}", std::process::id());
+    let study = study_on(&url, &name);
+    for _ in 0..8 {
+        enqueue(&study, "slow", 1);
+    }
+    // 1 GiB x 1.05 margin each: two fit in 3 GiB, three do not.
+    study
+        .optimize_with(Optimize::trials(8).processes(config(&url, 3)), objective)
+        .unwrap();
+    let trials = by_number(&study);
+    assert!(trials.iter().all(|t| t.state == TrialState::Complete));
+    let mut edges = Vec::new();
+    for t in &trials {
+        let span =
+            std::fs::read_to_string(marker_dir(&name).join(format!("span-{}", t.number))).unwrap();
+        let (a, b) = span.split_once(' ').unwrap();
+        edges.push((a.parse::<u128>().unwrap(), 1i32));
+        edges.push((b.parse::<u128>().unwrap(), -1i32));
+        let reserved = t.system_attrs[executor::RESERVED_BYTES_ATTR]
+            .as_u64()
+            .unwrap();
+        assert!(reserved > GIB && reserved < 3 * GIB / 2, "{reserved}");
+    }
+    edges.sort();
+    let mut running = 0;
+    let mut most = 0;
+    for (_, d) in edges {
+        running += d;
+        most = most.max(running);
+    }
+    assert_eq!(
+        most, 2,
+        "two trials at a time: admitted by memory, and in parallel"
+    );
 }
 
 #[test]
