@@ -65,7 +65,7 @@ impl Default for AdmissionPolicy {
     fn default() -> Self {
         AdmissionPolicy {
             safety_margin: 0.05,
-            queue: QueuePolicy::Backfill { max_bypass: 8 },
+            queue: QueuePolicy::Backfill { max_bypass: 32 },
             min_micro_batch: 1,
             max_device_faults: 3,
             learn: true,

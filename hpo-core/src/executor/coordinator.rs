@@ -502,8 +502,21 @@ impl Coordinator<'_> {
             .env("CUDA_VISIBLE_DEVICES", device.to_string())
             .env("HPO_DEVICE", device.to_string())
             .stdin(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()?;
+        // The worker's stdout is forwarded line by line (through the
+        // coordinator's own stdout, so a test harness captures it too).
+        if let Some(out) = child.stdout.take() {
+            std::thread::Builder::new()
+                .name(format!("hpo-worker-stdout-{}", a.trial_id))
+                .spawn(move || {
+                    for line in BufReader::new(out).lines() {
+                        let Ok(line) = line else { break };
+                        println!("{line}");
+                    }
+                })?;
+        }
         let tail = Arc::new(Mutex::new(VecDeque::new()));
         let keep = self.config.stderr_lines;
         let sink = Arc::clone(&tail);

@@ -417,6 +417,30 @@ fn executor_an_in_memory_study_cannot_use_processes() {
 }
 
 #[test]
+fn executor_settings_that_cannot_work_are_refused_before_anything_runs() {
+    let (_db, url) = temp_db("settings");
+    let name = format!("settings-{}", std::process::id());
+    let study = study_on(&url, &name);
+    let no_budget = ProcessConfig::new(&url, Arc::new(TestEstimator)).worker_args(worker_args());
+    let err = study
+        .optimize_with(Optimize::trials(1).processes(no_budget), objective)
+        .unwrap_err();
+    assert!(err.to_string().contains("memory budget"), "{err}");
+
+    let no_heartbeat = Study::builder()
+        .name(format!("{name}-nohb"))
+        .storage_url(&url)
+        .build()
+        .unwrap();
+    let err = no_heartbeat
+        .optimize_with(Optimize::trials(1).processes(config(&url, 1)), objective)
+        .unwrap_err();
+    assert!(err.to_string().contains("heartbeat"), "{err}");
+    assert!(study.trials().unwrap().is_empty());
+    assert!(no_heartbeat.trials().unwrap().is_empty());
+}
+
+#[test]
 fn executor_kill_9_of_the_coordinator_then_restart_loses_nothing() {
     let (db, url) = temp_db("kill9");
     let name = format!("kill9-{}", std::process::id());
