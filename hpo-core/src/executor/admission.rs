@@ -1,36 +1,12 @@
 //! Admission by memory: which queued trial starts next, on which device, at
-//! which micro-batch.
-//!
-//! The [`Scheduler`] is pure bookkeeping (no processes, no storage, no
-//! clock), so the real coordinator and the discrete-event simulation of
-//! [`super::simulated`] drive the very same decisions.
-//!
-//! A trial needs `estimate x correction x (1 + margin) + context` bytes on a
-//! device; it is admitted while that fits the device's usable memory minus
-//! what the running trials reserved. A configuration whose need exceeds
-//! every device even when alone is shrunk down its [`super::shrink_ladder`]
-//! until it fits alone; if even the floor does not fit, it is
-//! [`Step::Infeasible`] and never launched.
-//!
-//! # Queue order
-//!
-//! [`QueuePolicy::Backfill`] (the default): of the queued trials that fit
-//! now, the one that fills the device best starts ("best fit", which keeps
-//! memory and compute busy), but each time a trial starts ahead of older
-//! ones, every older one counts a bypass. A trial passed `max_bypass` times
-//! blocks the queue: nothing behind it starts until memory drains and it
-//! fits, so a large trial waits for at most `max_bypass` others, never
-//! forever. [`QueuePolicy::Fifo`] never lets anyone pass (no starvation, idle
-//! memory), [`QueuePolicy::BestFit`] always takes the trial that fills the
-//! device best (best packing, and a large trial can wait forever); the
-//! `executor` benchmark reports all three.
+//! which micro-batch. The design is written on [`Scheduler`].
 
 use super::devices::{DeviceBudget, DeviceSet};
 use super::{shrink_ladder, Batch, Correction};
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
-/// In which order queued trials are considered. See the [module docs](self).
+/// In which order queued trials are considered. See [`Scheduler`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QueuePolicy {
     /// Strict arrival order.
@@ -165,6 +141,30 @@ struct Running {
 }
 
 /// Admission, placement, shrinking and the learned correction, for one coordinator.
+///
+/// The [`Scheduler`] is pure bookkeeping (no processes, no storage, no
+/// clock), so the real coordinator and the discrete-event simulation of
+/// [`super::simulated`] drive the very same decisions.
+///
+/// A trial needs `estimate x correction x (1 + margin) + context` bytes on a
+/// device; it is admitted while that fits the device's usable memory minus
+/// what the running trials reserved. A configuration whose need exceeds
+/// every device even when alone is shrunk down its [`super::shrink_ladder`]
+/// until it fits alone; if even the floor does not fit, it is
+/// [`Step::Infeasible`] and never launched.
+///
+/// # Queue order
+///
+/// [`QueuePolicy::Backfill`] (the default): of the queued trials that fit
+/// now, the one that fills the device best starts ("best fit", which keeps
+/// memory and compute busy), but each time a trial starts ahead of older
+/// ones, every older one counts a bypass. A trial passed `max_bypass` times
+/// blocks the queue: nothing behind it starts until memory drains and it
+/// fits, so a large trial waits for at most `max_bypass` others, never
+/// forever. [`QueuePolicy::Fifo`] never lets anyone pass (no starvation, idle
+/// memory), [`QueuePolicy::BestFit`] always takes the trial that fills the
+/// device best (best packing, and a large trial can wait forever); the
+/// `executor` benchmark reports all three.
 #[derive(Debug, Clone)]
 pub struct Scheduler<K> {
     devices: DeviceSet,

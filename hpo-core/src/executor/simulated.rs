@@ -253,7 +253,7 @@ impl Workload {
             ));
         }
         for a in &self.calibration {
-            if self.family(&a.family).is_none() {
+            if self.family_named(&a.family).is_none() {
                 return bad(format!(
                     "calibration anchor names unknown family `{}`",
                     a.family
@@ -269,7 +269,7 @@ impl Workload {
         Ok(())
     }
 
-    fn family(&self, name: &str) -> Option<&Family> {
+    fn family_named(&self, name: &str) -> Option<&Family> {
         self.family.iter().find(|f| f.name == name)
     }
 
