@@ -281,7 +281,7 @@ impl Workload {
         let mut rows = Vec::new();
         for a in &self.calibration {
             let f = self
-                .family(&a.family)
+                .family_named(&a.family)
                 .ok_or_else(|| Error::InvalidConfig(format!("unknown family `{}`", a.family)))?;
             let tokens_layers = f64::from(a.micro) * f64::from(a.length) * f64::from(f.layers);
             let act = a.observed_gib * GIB as f64 - ctx - self.static_bytes(f);
