@@ -41,7 +41,9 @@ struct Device {
 /// A device whose trials fail `max_faults` times in a row for reasons other
 /// than their own configuration (a worker killed by a signal, a device error)
 /// is taken out of rotation: no trial is placed on it again, and the reason
-/// is logged and kept ([`DeviceSet::out_of_rotation`]).
+/// is logged and kept ([`DeviceSet::out_of_rotation`]). The last device in
+/// rotation is never retired (that would stop the study; the faults are
+/// logged instead).
 #[derive(Debug, Clone)]
 pub struct DeviceSet {
     devices: Vec<Device>,
@@ -150,6 +152,11 @@ impl DeviceSet {
     /// device out of rotation.
     pub fn record(&mut self, d: usize, fault: Option<&str>) -> bool {
         let max = self.max_faults;
+        let others_in_rotation = self
+            .devices
+            .iter()
+            .enumerate()
+            .any(|(i, x)| i != d && x.out_of_rotation.is_none());
         let Some(x) = self.devices.get_mut(d) else {
             return false;
         };
@@ -160,7 +167,20 @@ impl DeviceSet {
             }
             Some(reason) => {
                 x.consecutive_faults += 1;
-                if x.consecutive_faults >= max && x.out_of_rotation.is_none() {
+                if x.consecutive_faults >= max && x.out_of_rotation.is_none() && !others_in_rotation
+                {
+                    // The last device stays: without it the study would stop,
+                    // and a trial's crash never stops a study.
+                    if x.consecutive_faults == max {
+                        tracing::warn!(
+                            device = %x.budget.name,
+                            "{} consecutive trials failed on this device (last: {reason}); \
+                             it is the last one in rotation, so it stays",
+                            x.consecutive_faults
+                        );
+                    }
+                    false
+                } else if x.consecutive_faults >= max && x.out_of_rotation.is_none() {
                     let why = format!(
                         "{} consecutive trials failed on it; last: {reason}",
                         x.consecutive_faults
@@ -213,5 +233,12 @@ mod tests {
         assert!(s.out_of_rotation(0).unwrap().contains("signal 11"));
         assert_eq!(s.place(|c| 1 + c), Some((1, 2)));
         assert!(s.any_in_rotation());
+        for _ in 0..5 {
+            assert!(
+                !s.record(1, Some("killed by signal 9")),
+                "the last one stays"
+            );
+        }
+        assert!(s.out_of_rotation(1).is_none());
     }
 }

@@ -443,6 +443,8 @@ pub struct Report {
     pub infeasible: usize,
     /// Configurations ended as Oom (at the floor, or failed by fixed PAR).
     pub oom_failed: usize,
+    /// Configurations that failed `max_attempts` times on faulty devices.
+    pub device_failed: usize,
     /// Configurations that fit alone after shrinking (by their true peak) but were not useful.
     pub fit_alone_not_useful: usize,
     /// Trials launched (attempts).
@@ -514,6 +516,7 @@ enum Fate {
     Useful,
     Infeasible,
     Oom,
+    DeviceFailed,
 }
 
 /// Runs `policy` over the workload's configuration stream.
@@ -779,8 +782,13 @@ impl<'a> Sim<'a> {
                     },
                 );
             }
-            // The configuration goes back to the queue, as a WAITING retry.
-            self.requeue(r.config, r.batch);
+            // The configuration goes back to the queue, as a WAITING retry,
+            // up to the attempt limit.
+            if self.attempts[r.config] < self.w.training.max_attempts {
+                self.requeue(r.config, r.batch);
+            } else {
+                self.fates[r.config] = Some(Fate::DeviceFailed);
+            }
             return;
         }
         let need = self.in_use(d) + self.runs[i].peak;
@@ -994,6 +1002,7 @@ impl<'a> Sim<'a> {
                 Some(Fate::Useful) => r.useful += 1,
                 Some(Fate::Infeasible) => r.infeasible += 1,
                 Some(Fate::Oom) => r.oom_failed += 1,
+                Some(Fate::DeviceFailed) => r.device_failed += 1,
                 None => r.lost += 1,
             }
             if *fate == Some(Fate::Useful) {

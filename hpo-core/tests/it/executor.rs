@@ -659,4 +659,19 @@ fn executor_placement_across_two_simulated_devices() {
     );
     assert_eq!(r.useful, 300);
     assert_eq!(r.lost, 0);
+
+    // A single faulty device is never retired (that would stop the study):
+    // its trials fail, each configuration up to the attempt limit.
+    w.device.remove(0);
+    w.trials = 20;
+    let r = simulate(
+        &w,
+        Policy::Executor {
+            queue: QueuePolicy::Backfill { max_bypass: 8 },
+        },
+    )
+    .unwrap();
+    assert!(r.retired_devices.is_empty());
+    assert_eq!(r.device_failed, 20);
+    assert_eq!(r.lost, 0);
 }
