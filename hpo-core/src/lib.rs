@@ -22,6 +22,12 @@
 //!   studies in one file in Optuna's schema, safe for several processes, with
 //!   heartbeats that fail and retry the trials of crashed workers; Optuna and
 //!   optuna-dashboard read hpo studies and hpo resumes Optuna's.
+//! * **Trials in processes, admitted by memory.** [`executor`] runs each trial
+//!   in a fresh worker process (the user's binary, re-executed), admits trials
+//!   while their estimated peaks fit a device budget, learns the estimates'
+//!   error from measured peaks, and relaunches an out-of-memory trial with a
+//!   smaller micro-batch; a simulated device drives the same code in tests and
+//!   benchmarks.
 //! * **Narrowed supports.** A constraint may restrict a parameter's range or
 //!   choices at sampling time ([`Support`]); the declared distribution is what
 //!   is stored, so the sampler keeps learning across conditions.
@@ -51,6 +57,7 @@
 pub mod direction;
 pub mod distribution;
 mod error;
+pub mod executor;
 pub mod pruner;
 pub mod sampler;
 pub mod space;

@@ -8,7 +8,7 @@ mod trial;
 
 pub use self::builder::StudyBuilder;
 pub use self::heartbeat::{Heartbeat, RetryPolicy};
-pub use self::optimize::Optimize;
+pub use self::optimize::{DynObjective, Limits, Optimize, TrialRunner};
 pub use self::trial::Trial;
 
 use crate::direction::Direction;

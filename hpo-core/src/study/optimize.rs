@@ -3,7 +3,7 @@
 use super::Trial;
 use super::{Finish, Study};
 use crate::error::{Error, Result};
-use crate::trial::{FrozenTrial, IntoTrialResult};
+use crate::trial::{FrozenTrial, IntoTrialResult, TrialError};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -31,6 +31,37 @@ pub struct Optimize {
     timeout: Option<Duration>,
     n_jobs: usize,
     callbacks: Vec<Callback>,
+    runner: Option<Arc<dyn TrialRunner>>,
+}
+
+/// The trial budget of one [`Study::optimize_with`] call, as a
+/// [`TrialRunner`] receives it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits {
+    /// Stop after this many trials started by the call.
+    pub n_trials: Option<usize>,
+    /// Stop starting trials after this long.
+    pub timeout: Option<Duration>,
+}
+
+/// An objective with its result type erased, as a [`TrialRunner`] receives it.
+pub type DynObjective<'a> =
+    &'a (dyn Fn(&mut Trial) -> std::result::Result<Vec<f64>, TrialError> + Sync);
+
+/// Runs the trials of [`Study::optimize_with`] somewhere other than this
+/// process's threads. The process executor's `ProcessConfig` (module
+/// `executor`, which sits above `study/`) is the implementation hpo ships;
+/// `study/` only knows this trait, so the dependency points one way.
+pub trait TrialRunner: Send + Sync + std::fmt::Debug {
+    /// Runs trials of `study` within `limits`, calling `callback` after each
+    /// finished trial, until the limits are reached or [`Study::stop`] is called.
+    fn run(
+        &self,
+        study: &Study,
+        limits: Limits,
+        callback: &dyn Fn(&Study, &FrozenTrial),
+        objective: DynObjective<'_>,
+    ) -> Result<()>;
 }
 
 impl std::fmt::Debug for Optimize {
@@ -40,6 +71,7 @@ impl std::fmt::Debug for Optimize {
             .field("timeout", &self.timeout)
             .field("n_jobs", &self.n_jobs)
             .field("callbacks", &self.callbacks.len())
+            .field("runner", &self.runner)
             .finish()
     }
 }
@@ -69,6 +101,14 @@ impl Optimize {
         self
     }
 
+    /// Runs each trial in its own worker process, admitted by device memory:
+    /// pass an `executor::ProcessConfig` (see [`crate::executor`]); `jobs` is
+    /// then ignored. Threads remain the in-process option.
+    pub fn processes(mut self, runner: impl TrialRunner + 'static) -> Self {
+        self.runner = Some(Arc::new(runner));
+        self
+    }
+
     /// Adds a callback run after each finished trial.
     pub fn callback(mut self, f: impl Fn(&Study, &FrozenTrial) + Send + Sync + 'static) -> Self {
         self.callbacks.push(Box::new(f));
@@ -84,6 +124,19 @@ impl Study {
         R: IntoTrialResult,
     {
         self.core.stop.store(false, Ordering::SeqCst);
+        if let Some(runner) = &opts.runner {
+            let limits = Limits {
+                n_trials: opts.n_trials,
+                timeout: opts.timeout,
+            };
+            let callback = |study: &Study, trial: &FrozenTrial| {
+                for cb in &opts.callbacks {
+                    cb(study, trial);
+                }
+            };
+            let erased = |trial: &mut Trial| objective(trial).into_trial_result();
+            return runner.run(self, limits, &callback, &erased);
+        }
         let started = AtomicUsize::new(0);
         let first_error: Mutex<Option<Error>> = Mutex::new(None);
         let t0 = Instant::now();
@@ -143,6 +196,66 @@ impl Study {
         let finish = match outcome {
             Ok(r) => Finish::Result(r),
             Err(payload) => Finish::Panic(panic_message(payload.as_ref())),
+        };
+        self.finish(trial, finish)
+    }
+}
+
+/// Hooks for the process executor (`crate::executor`): a trial asked by the
+/// coordinator is handed to a worker process, which adopts it.
+impl Study {
+    /// The heartbeat setting of this study handle.
+    pub(crate) fn heartbeat_setting(&self) -> Option<super::Heartbeat> {
+        self.core.heartbeat
+    }
+
+    /// Whether [`Study::stop`] was called.
+    pub(crate) fn stop_requested(&self) -> bool {
+        self.core.stop.load(Ordering::SeqCst)
+    }
+
+    /// Gives up this handle's ownership of a RUNNING trial without finishing
+    /// it; its heartbeat goes on until [`Study::stop_beating`].
+    pub(crate) fn hand_over(&self, trial: Trial) -> FrozenTrial {
+        trial.into_parts().1
+    }
+
+    /// Stops the heartbeat this handle keeps for `trial_id`, if any.
+    pub(crate) fn stop_beating(&self, trial_id: u64) -> Result<()> {
+        let beat = self.core.beats.lock()?.remove(&trial_id);
+        drop(beat);
+        Ok(())
+    }
+
+    /// Takes over a RUNNING trial handed over by another process, beating for it.
+    pub(crate) fn adopt(&self, trial_id: u64) -> Result<Trial> {
+        let frozen = self.core.storage.trial(trial_id)?;
+        if frozen.state != crate::TrialState::Running {
+            return Err(Error::TrialFinished {
+                number: frozen.number,
+                state: frozen.state,
+            });
+        }
+        if let Some(hb) = self.core.heartbeat {
+            let beat = super::heartbeat::HeartbeatThread::start(
+                Arc::clone(&self.core.storage),
+                &frozen,
+                hb.interval,
+            )?;
+            self.core.beats.lock()?.insert(frozen.id, beat);
+        }
+        Trial::start(Arc::clone(&self.core), (*frozen).clone())
+    }
+
+    /// Finishes `trial` with an objective's outcome, or with a panic message.
+    pub(crate) fn finish_outcome(
+        &self,
+        trial: Trial,
+        outcome: std::result::Result<std::result::Result<Vec<f64>, crate::TrialError>, String>,
+    ) -> Result<Arc<FrozenTrial>> {
+        let finish = match outcome {
+            Ok(r) => Finish::Result(r),
+            Err(m) => Finish::Panic(m),
         };
         self.finish(trial, finish)
     }

@@ -1,0 +1,467 @@
+//! Admission by memory: which queued trial starts next, on which device, at
+//! which micro-batch. The design is written on [`Scheduler`].
+
+use super::devices::{DeviceBudget, DeviceSet};
+use super::{shrink_ladder, Batch, Correction};
+use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
+
+/// In which order queued trials are considered. See [`Scheduler`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueuePolicy {
+    /// Strict arrival order.
+    Fifo,
+    /// Best fit among the queued trials, where a trial passed `max_bypass`
+    /// times blocks everyone behind it until it starts (bounded waiting).
+    Backfill {
+        /// How many trials may start ahead of a waiting one.
+        max_bypass: u32,
+    },
+    /// The queued trial that leaves the least memory free, whatever its age
+    /// (the packing an oracle would choose; can starve large trials).
+    BestFit,
+}
+
+/// How the scheduler admits trials.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdmissionPolicy {
+    /// Fraction added on top of the corrected estimate (0.05 = 5 %).
+    pub safety_margin: f64,
+    /// Queue order.
+    pub queue: QueuePolicy,
+    /// The smallest micro-batch shrinking may reach.
+    pub min_micro_batch: u32,
+    /// Consecutive device faults after which a device leaves rotation.
+    pub max_device_faults: u32,
+    /// Whether measured peaks and OOMs correct later estimates.
+    pub learn: bool,
+}
+
+impl Default for AdmissionPolicy {
+    fn default() -> Self {
+        AdmissionPolicy {
+            safety_margin: 0.05,
+            queue: QueuePolicy::Backfill { max_bypass: 32 },
+            min_micro_batch: 1,
+            max_device_faults: 3,
+            learn: true,
+        }
+    }
+}
+
+/// A trial waiting for admission: its family and its estimated peak at each
+/// batch of its shrink ladder (largest first).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate<K> {
+    /// The caller's key (a trial id, a simulation index).
+    pub key: K,
+    /// Model family, for the [`Correction`].
+    pub family: String,
+    /// `(batch, estimated peak bytes)`, from the requested batch down to the floor.
+    pub ladder: Vec<(Batch, u64)>,
+}
+
+impl<K> Candidate<K> {
+    /// A candidate whose estimates come from `estimate` at each batch of
+    /// `batch`'s shrink ladder down to `min_micro`.
+    pub fn new(
+        key: K,
+        family: impl Into<String>,
+        batch: Batch,
+        min_micro: u32,
+        estimate: impl Fn(Batch) -> u64,
+    ) -> Self {
+        let ladder = shrink_ladder(batch, min_micro)
+            .into_iter()
+            .map(|b| (b, estimate(b)))
+            .collect();
+        Candidate {
+            key,
+            family: family.into(),
+            ladder,
+        }
+    }
+}
+
+/// A trial admitted to a device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Launch<K> {
+    /// The candidate's key.
+    pub key: K,
+    /// The device index.
+    pub device: usize,
+    /// The batch to run (smaller than requested when it was shrunk to fit alone).
+    pub batch: Batch,
+    /// The estimated peak at that batch, before correction.
+    pub estimate: u64,
+    /// Bytes reserved on the device (corrected estimate with margin, plus context).
+    pub reserved: u64,
+    /// Whether the batch was shrunk to fit alone.
+    pub shrunk: bool,
+}
+
+/// What the scheduler decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step<K> {
+    /// Start this trial.
+    Launch(Launch<K>),
+    /// This trial cannot fit on any device even alone at its smallest batch:
+    /// record it Infeasible without launching it.
+    Infeasible {
+        /// The candidate's key.
+        key: K,
+        /// Why, with the numbers.
+        reason: String,
+    },
+}
+
+/// How a launched trial ended, as the scheduler needs to know it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TrialEnd {
+    /// Its measured peak device memory, if recorded.
+    pub measured: Option<u64>,
+    /// Whether it ran out of memory.
+    pub oom: bool,
+    /// A device fault (signal, device error), not caused by its configuration.
+    pub device_fault: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Queued<K> {
+    candidate: Candidate<K>,
+    bypassed: u32,
+}
+
+#[derive(Debug, Clone)]
+struct Running {
+    device: usize,
+    reserved: u64,
+    family: String,
+    estimate: u64,
+}
+
+/// Admission, placement, shrinking and the learned correction, for one coordinator.
+///
+/// The [`Scheduler`] is pure bookkeeping (no processes, no storage, no
+/// clock), so the real coordinator and the discrete-event simulation of
+/// [`super::simulated`] drive the very same decisions.
+///
+/// A trial needs `estimate x correction x (1 + margin) + context` bytes on a
+/// device; it is admitted while that fits the device's usable memory minus
+/// what the running trials reserved. A configuration whose need exceeds
+/// every device even when alone is shrunk down its [`super::shrink_ladder`]
+/// until it fits alone; if even the floor does not fit, it is
+/// [`Step::Infeasible`] and never launched.
+///
+/// # Queue order
+///
+/// [`QueuePolicy::Backfill`] (the default): of the queued trials that fit
+/// now, the one that fills the device best starts ("best fit", which keeps
+/// memory and compute busy), but each time a trial starts ahead of older
+/// ones, every older one counts a bypass. A trial passed `max_bypass` times
+/// blocks the queue: nothing behind it starts until memory drains and it
+/// fits, so a large trial waits for at most `max_bypass` others, never
+/// forever. [`QueuePolicy::Fifo`] never lets anyone pass (no starvation, idle
+/// memory), [`QueuePolicy::BestFit`] always takes the trial that fills the
+/// device best (best packing, and a large trial can wait forever); the
+/// `executor` benchmark reports all three.
+#[derive(Debug, Clone)]
+pub struct Scheduler<K> {
+    devices: DeviceSet,
+    correction: Correction,
+    policy: AdmissionPolicy,
+    queue: VecDeque<Queued<K>>,
+    running: HashMap<K, Running>,
+    peak_reserved: Vec<u64>,
+}
+
+impl<K: Clone + Eq + Hash> Scheduler<K> {
+    /// A scheduler for these devices.
+    pub fn new(budgets: Vec<DeviceBudget>, policy: AdmissionPolicy) -> Self {
+        let n = budgets.len();
+        Scheduler {
+            devices: DeviceSet::new(budgets, policy.max_device_faults),
+            correction: Correction::new(),
+            policy,
+            queue: VecDeque::new(),
+            running: HashMap::new(),
+            peak_reserved: vec![0; n],
+        }
+    }
+
+    /// The devices and their reservations.
+    pub fn devices(&self) -> &DeviceSet {
+        &self.devices
+    }
+
+    /// The learned correction.
+    pub fn correction(&self) -> &Correction {
+        &self.correction
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &AdmissionPolicy {
+        &self.policy
+    }
+
+    /// Trials waiting for admission.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Trials admitted and not yet ended.
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// The most ever reserved at once on device `d`.
+    pub fn peak_reserved(&self, d: usize) -> u64 {
+        self.peak_reserved.get(d).copied().unwrap_or(0)
+    }
+
+    /// Queues a trial.
+    pub fn push(&mut self, candidate: Candidate<K>) {
+        self.queue.push_back(Queued {
+            candidate,
+            bypassed: 0,
+        });
+    }
+
+    /// Bytes a trial of `family` estimated at `estimate` needs on a device
+    /// whose per-process context costs `context`.
+    fn need(&self, family: &str, estimate: u64, context: u64) -> u64 {
+        let factor = if self.policy.learn {
+            self.correction.factor(family)
+        } else {
+            1.0
+        };
+        let bytes = (estimate as f64 * factor * (1.0 + self.policy.safety_margin.max(0.0))).ceil();
+        (bytes as u64).saturating_add(context)
+    }
+
+    /// The index in the ladder of the largest batch that fits alone, if any.
+    fn rung(&self, c: &Candidate<K>) -> Option<usize> {
+        c.ladder.iter().position(|&(_, est)| {
+            self.devices
+                .fits_alone(|ctx| self.need(&c.family, est, ctx))
+        })
+    }
+
+    /// Where queued trial `i` can start now, at which rung, with which reservation.
+    fn placement(&self, i: usize) -> Option<(usize, usize, u64)> {
+        let c = &self.queue.get(i)?.candidate;
+        let rung = self.rung(c)?;
+        let est = c.ladder.get(rung)?.1;
+        let (device, bytes) = self.devices.place(|ctx| self.need(&c.family, est, ctx))?;
+        Some((rung, device, bytes))
+    }
+
+    /// The next decision: a trial to launch, an infeasible trial to record,
+    /// or `None` when nothing can start now (or no device is in rotation).
+    pub fn decide(&mut self) -> Option<Step<K>> {
+        if !self.devices.any_in_rotation() {
+            return None;
+        }
+        if let Some(i) =
+            (0..self.queue.len()).find(|&i| self.rung(&self.queue[i].candidate).is_none())
+        {
+            let q = self.queue.remove(i)?;
+            let c = q.candidate;
+            let (floor, est) = c.ladder.last().copied().unwrap_or((Batch::new(0, 0), 0));
+            let need = self.need(&c.family, est, 0);
+            let reason = format!(
+                "the configuration needs about {:.2} GiB even at its smallest micro-batch {} \
+                 (estimate {:.2} GiB x learned factor {:.2} x margin {:.2}, plus the process context), \
+                 more than any device offers alone; it was not launched",
+                need as f64 / super::GIB as f64,
+                floor.micro,
+                est as f64 / super::GIB as f64,
+                self.correction.factor(&c.family),
+                1.0 + self.policy.safety_margin
+            );
+            return Some(Step::Infeasible { key: c.key, reason });
+        }
+        let pick = match self.policy.queue {
+            QueuePolicy::Fifo => self.placement(0).map(|p| (0, p)),
+            QueuePolicy::Backfill { max_bypass } => {
+                // Best fit among the trials allowed to start: everyone up to
+                // (and including) the first trial passed `max_bypass` times.
+                let mut found: Option<(usize, (usize, usize, u64))> = None;
+                for i in 0..self.queue.len() {
+                    if let Some(p) = self.placement(i) {
+                        if found.is_none_or(|(_, (_, _, bytes))| p.2 > bytes) {
+                            found = Some((i, p));
+                        }
+                    }
+                    if self.queue[i].bypassed >= max_bypass {
+                        break;
+                    }
+                }
+                if let Some((i, _)) = found {
+                    for q in self.queue.iter_mut().take(i) {
+                        q.bypassed += 1;
+                    }
+                }
+                found
+            }
+            QueuePolicy::BestFit => (0..self.queue.len())
+                .filter_map(|i| self.placement(i).map(|p| (i, p)))
+                .max_by_key(|&(i, (_, _, bytes))| (bytes, std::cmp::Reverse(i))),
+        };
+        let (i, (rung, device, reserved)) = pick?;
+        let q = self.queue.remove(i)?;
+        let c = q.candidate;
+        let (batch, estimate) = *c.ladder.get(rung)?;
+        self.devices.reserve(device, reserved);
+        if let Some(p) = self.peak_reserved.get_mut(device) {
+            *p = (*p).max(self.devices.reserved(device));
+        }
+        self.running.insert(
+            c.key.clone(),
+            Running {
+                device,
+                reserved,
+                family: c.family,
+                estimate,
+            },
+        );
+        Some(Step::Launch(Launch {
+            key: c.key,
+            device,
+            batch,
+            estimate,
+            reserved,
+            shrunk: rung > 0,
+        }))
+    }
+
+    /// Releases a launched trial's reservation and learns from how it ended.
+    /// Returns true when the trial's device was taken out of rotation.
+    pub fn end(&mut self, key: &K, end: &TrialEnd) -> bool {
+        let Some(r) = self.running.remove(key) else {
+            return false;
+        };
+        self.devices.release(r.device, r.reserved);
+        if self.policy.learn {
+            if end.oom {
+                self.correction.observe_oom(&r.family);
+            } else if let Some(m) = end.measured {
+                self.correction.observe(&r.family, r.estimate, m);
+            }
+        }
+        self.devices.record(r.device, end.device_fault.as_deref())
+    }
+
+    /// Removes a queued trial that will not run after all (the study stopped).
+    pub fn drop_queued(&mut self) -> Vec<K> {
+        self.queue.drain(..).map(|q| q.candidate.key).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::GIB;
+
+    fn one(usable_gib: u64, policy: QueuePolicy) -> Scheduler<u32> {
+        Scheduler::new(
+            vec![DeviceBudget::new("sim", usable_gib * GIB, 0, 0)],
+            AdmissionPolicy {
+                safety_margin: 0.0,
+                queue: policy,
+                ..Default::default()
+            },
+        )
+    }
+
+    fn cand(key: u32, micro: u32, gib_per_example: f64) -> Candidate<u32> {
+        Candidate::new(key, "f", Batch::new(micro, 1), 1, |b| {
+            (f64::from(b.micro) * gib_per_example * GIB as f64) as u64
+        })
+    }
+
+    fn launched(s: Option<Step<u32>>) -> Launch<u32> {
+        match s {
+            Some(Step::Launch(l)) => l,
+            other => panic!("expected a launch, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn admits_while_the_sum_fits() {
+        let mut s = one(10, QueuePolicy::Fifo);
+        for k in 0..4 {
+            s.push(cand(k, 4, 1.0));
+        }
+        assert_eq!(launched(s.decide()).key, 0);
+        assert_eq!(launched(s.decide()).key, 1);
+        assert_eq!(s.decide(), None, "12 GiB would exceed 10");
+        s.end(&0, &TrialEnd::default());
+        assert_eq!(launched(s.decide()).key, 2);
+        assert_eq!(s.peak_reserved(0), 8 * GIB);
+    }
+
+    #[test]
+    fn shrinks_what_cannot_fit_alone_and_rejects_what_never_fits() {
+        let mut s = one(10, QueuePolicy::Fifo);
+        s.push(cand(0, 16, 1.0));
+        let l = launched(s.decide());
+        assert_eq!(l.batch, Batch::new(8, 2));
+        assert!(l.shrunk);
+        s.push(Candidate::new(1, "f", Batch::new(16, 1), 4, |_| 11 * GIB));
+        assert!(matches!(s.decide(), Some(Step::Infeasible { key: 1, .. })));
+    }
+
+    #[test]
+    fn backfill_is_bounded_and_best_fit_is_not() {
+        for (policy, big_starts) in [
+            (QueuePolicy::Backfill { max_bypass: 2 }, true),
+            (QueuePolicy::BestFit, false),
+        ] {
+            let mut s = one(10, policy);
+            s.push(cand(100, 2, 1.0)); // 2 GiB, starts
+            assert_eq!(launched(s.decide()).key, 100);
+            s.push(cand(0, 10, 1.0)); // 10 GiB: waits for an empty device
+            for k in 1..20 {
+                s.push(cand(k, 2, 1.0));
+            }
+            // Small trials keep finishing and arriving.
+            let mut started_big = false;
+            for round in 0..20 {
+                while let Some(step) = s.decide() {
+                    let l = match step {
+                        Step::Launch(l) => l,
+                        other => panic!("{other:?}"),
+                    };
+                    if l.key == 0 {
+                        started_big = true;
+                    }
+                }
+                // One small trial ends and another arrives: the device never drains by itself.
+                if let Some(&k) = s.running.keys().min() {
+                    s.end(&k, &TrialEnd::default());
+                }
+                s.push(cand(1000 + round, 2, 1.0));
+            }
+            assert_eq!(started_big, big_starts, "{policy:?}");
+        }
+    }
+
+    #[test]
+    fn learns_from_measured_peaks() {
+        let mut s = one(10, QueuePolicy::Fifo);
+        s.push(cand(0, 3, 1.0));
+        let l = launched(s.decide());
+        assert_eq!(l.reserved, 3 * GIB);
+        s.end(
+            &0,
+            &TrialEnd {
+                measured: Some(5 * GIB),
+                ..Default::default()
+            },
+        );
+        s.push(cand(1, 3, 1.0));
+        let l = launched(s.decide());
+        assert_eq!(l.reserved, 5 * GIB, "corrected by 5/3");
+    }
+}

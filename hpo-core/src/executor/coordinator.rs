@@ -1,0 +1,753 @@
+//! The coordinator: asks for trials, admits them, launches and watches workers.
+//!
+//! It never touches a device itself, so nothing a worker does can crash it.
+//! Each admitted trial is handed to a fresh worker process; the coordinator
+//! polls the workers' exits and enforces the trial timeout. A worker that
+//! ends without telling its trial (signal, non-zero status, panic in a
+//! `panic = "abort"` build, hang) gets its trial failed here, with the exit
+//! and the last lines of its standard error as system attributes. An OOM
+//! (told by the worker, or read from its stderr) is relaunched with a smaller
+//! micro-batch as a WAITING trial with lineage.
+
+use super::admission::{AdmissionPolicy, Candidate, Launch, Scheduler, Step, TrialEnd};
+use super::devices::DeviceBudget;
+use super::worker::{self, Assignment, ORPHAN_STATUS, STORAGE_FAILURE_STATUS, WORKER_ENV};
+use super::{
+    batch_of, is_oom_text, shrink, Batch, MemoryEstimator, ACCUMULATION_ATTR, DEVICE_ATTR,
+    ESTIMATE_BYTES_ATTR, EXIT_ATTR, MICRO_BATCH_ATTR, OOM_RETRIES_ATTR, PEAK_BYTES_ATTR,
+    RESERVED_BYTES_ATTR, STDERR_ATTR,
+};
+use crate::error::{Error, Result};
+use crate::study::Trial;
+use crate::study::{DynObjective, Limits, Study, TrialRunner};
+use crate::trial::{FailureKind, FrozenTrial, TrialError, TrialState};
+use crate::trial::{FAILED_TRIAL_ATTR, RETRY_HISTORY_ATTR};
+use serde_json::Value;
+use std::collections::{HashMap, VecDeque};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Settings of the process executor, given to
+/// [`Optimize::processes`](crate::Optimize::processes).
+///
+/// ```
+/// # use hpo_core::executor::{ProcessConfig, GIB, MemoryEstimator};
+/// # fn make(estimator: std::sync::Arc<dyn MemoryEstimator>) -> ProcessConfig {
+/// ProcessConfig::new("sqlite:study.db", estimator)
+///     .budget(24 * GIB) // reproduce a 24 GB card, even on a bigger one
+///     .headroom(GIB / 2)
+///     .context(GIB / 2) // one CUDA context per worker process
+///     .trial_timeout(std::time::Duration::from_secs(3600))
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct ProcessConfig {
+    storage_url: String,
+    estimator: Arc<dyn MemoryEstimator>,
+    totals: Vec<u64>,
+    headroom: u64,
+    context: u64,
+    admission: AdmissionPolicy,
+    trial_timeout: Option<Duration>,
+    lookahead: usize,
+    stderr_lines: usize,
+    worker_args: Option<Vec<String>>,
+    host_memory: bool,
+    poll: Duration,
+}
+
+impl std::fmt::Debug for ProcessConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProcessConfig")
+            .field("totals", &self.totals)
+            .field("headroom", &self.headroom)
+            .field("context", &self.context)
+            .field("admission", &self.admission)
+            .field("trial_timeout", &self.trial_timeout)
+            .field("lookahead", &self.lookahead)
+            .field("host_memory", &self.host_memory)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProcessConfig {
+    /// Workers reach the study at `storage_url` (a file or database: an
+    /// in-memory study cannot be shared between processes), and
+    /// `estimator` sizes each configuration. Set the memory with
+    /// [`ProcessConfig::budget`] or [`ProcessConfig::devices`].
+    pub fn new(storage_url: impl Into<String>, estimator: Arc<dyn MemoryEstimator>) -> Self {
+        ProcessConfig {
+            storage_url: storage_url.into(),
+            estimator,
+            totals: Vec::new(),
+            headroom: 0,
+            context: 0,
+            admission: AdmissionPolicy::default(),
+            trial_timeout: None,
+            lookahead: 8,
+            stderr_lines: 20,
+            worker_args: None,
+            host_memory: false,
+            poll: Duration::from_millis(20),
+        }
+    }
+
+    /// One device with `total` bytes (the device's total, or less to
+    /// reproduce a smaller card).
+    pub fn budget(mut self, total: u64) -> Self {
+        self.totals = vec![total];
+        self
+    }
+
+    /// Several devices, one total each; worker `i`'s trials run with
+    /// `CUDA_VISIBLE_DEVICES=i`.
+    pub fn devices(mut self, totals: impl IntoIterator<Item = u64>) -> Self {
+        self.totals = totals.into_iter().collect();
+        self
+    }
+
+    /// Bytes of each device kept free (default 0).
+    pub fn headroom(mut self, bytes: u64) -> Self {
+        self.headroom = bytes;
+        self
+    }
+
+    /// Device memory each worker process costs before its trial allocates
+    /// anything (a CUDA context; default 0).
+    pub fn context(mut self, bytes: u64) -> Self {
+        self.context = bytes;
+        self
+    }
+
+    /// Admission settings: safety margin, queue policy, micro-batch floor.
+    pub fn admission(mut self, policy: AdmissionPolicy) -> Self {
+        self.admission = policy;
+        self
+    }
+
+    /// A trial still running after `timeout` has its worker killed and is
+    /// failed as hung (default: no timeout).
+    pub fn trial_timeout(mut self, timeout: Duration) -> Self {
+        self.trial_timeout = Some(timeout);
+        self
+    }
+
+    /// How many trials are sampled ahead and queued for admission (default 8).
+    pub fn lookahead(mut self, n: usize) -> Self {
+        self.lookahead = n.max(1);
+        self
+    }
+
+    /// The arguments workers are started with (default: this process's own).
+    pub fn worker_args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.worker_args = Some(args.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The trials use host memory, not a device's: a worker that records no
+    /// peak reports its process's peak resident memory, and the budget is the
+    /// machine's memory (default false: on a GPU the host figure says nothing
+    /// about device memory).
+    pub fn host_memory(mut self, yes: bool) -> Self {
+        self.host_memory = yes;
+        self
+    }
+
+    fn budgets(&self) -> Result<Vec<DeviceBudget>> {
+        if self.totals.is_empty() {
+            return Err(Error::InvalidConfig(
+                "the process executor needs a memory budget: `ProcessConfig::budget(bytes)` \
+                 or `ProcessConfig::devices([...])`"
+                    .into(),
+            ));
+        }
+        Ok(self
+            .totals
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| DeviceBudget::new(format!("device {i}"), t, self.headroom, self.context))
+            .collect())
+    }
+
+    fn check_url(&self, study: &Study) -> Result<()> {
+        let url = self.storage_url.trim();
+        let lower = url.to_ascii_lowercase();
+        if lower.starts_with("memory:")
+            || lower.starts_with("inmemory:")
+            || lower.ends_with(":memory:")
+        {
+            return Err(Error::InvalidConfig(format!(
+                "study `{}`: an in-memory study cannot run trials in worker processes (`{url}`: \
+                 each process would see its own empty database); store it in a file, \
+                 for example `sqlite:study.db`",
+                study.name()
+            )));
+        }
+        let storage = crate::storage::storage_from_url(url)?;
+        match storage.find_study(study.name())? {
+            Some(found) if found.id == study.id() => Ok(()),
+            _ => Err(Error::InvalidConfig(format!(
+                "study `{}` is not in the storage `{url}` its workers would open; \
+                 build the study on that storage (an in-memory study cannot run trials in \
+                 worker processes)",
+                study.name()
+            ))),
+        }
+    }
+}
+
+/// A trial asked by the coordinator and waiting for admission.
+struct Held {
+    trial: Trial,
+    family: String,
+}
+
+/// A worker process and what it runs.
+struct Worker {
+    child: Child,
+    trial_id: u64,
+    number: u64,
+    started: Instant,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+    reader: Option<JoinHandle<()>>,
+    launch: Launch<u64>,
+    min_micro: u32,
+    timed_out: bool,
+}
+
+impl TrialRunner for ProcessConfig {
+    fn run(
+        &self,
+        study: &Study,
+        limits: Limits,
+        callback: &dyn Fn(&Study, &FrozenTrial),
+        objective: DynObjective<'_>,
+    ) -> Result<()> {
+        optimize_processes(study, self, limits, callback, objective)
+    }
+}
+
+/// Runs `Study::optimize_with` with processes.
+fn optimize_processes(
+    study: &Study,
+    config: &ProcessConfig,
+    limits: Limits,
+    callback: &dyn Fn(&Study, &FrozenTrial),
+    objective: DynObjective<'_>,
+) -> Result<()> {
+    if let Some(a) = worker::assignment_for(study.name())? {
+        worker::run_and_exit(&a, objective);
+    }
+    config.check_url(study)?;
+    let Some(hb) = study.heartbeat_setting() else {
+        return Err(Error::InvalidConfig(format!(
+            "study `{}`: worker processes need heartbeats, so that a trial whose worker or \
+             coordinator dies is not left RUNNING; set `StudyBuilder::heartbeat(interval, grace)`",
+            study.name()
+        )));
+    };
+    let mut c = Coordinator {
+        study,
+        config,
+        sched: Scheduler::new(config.budgets()?, config.admission),
+        held: HashMap::new(),
+        workers: Vec::new(),
+        heartbeat_ms: (
+            u64::try_from(hb.interval.as_millis()).unwrap_or(u64::MAX),
+            u64::try_from(hb.grace.as_millis()).unwrap_or(u64::MAX),
+        ),
+        callback,
+        relaunches_pending: 0,
+    };
+    c.run(limits)
+}
+
+struct Coordinator<'a> {
+    study: &'a Study,
+    config: &'a ProcessConfig,
+    sched: Scheduler<u64>,
+    held: HashMap<u64, Held>,
+    workers: Vec<Worker>,
+    heartbeat_ms: (u64, u64),
+    callback: &'a dyn Fn(&Study, &FrozenTrial),
+    relaunches_pending: usize,
+}
+
+impl Coordinator<'_> {
+    fn run(&mut self, limits: Limits) -> Result<()> {
+        let result = self.drive(limits);
+        if result.is_err() {
+            self.shutdown();
+        }
+        result
+    }
+
+    fn drive(&mut self, limits: Limits) -> Result<()> {
+        let t0 = Instant::now();
+        let mut started = 0usize;
+        loop {
+            let mut busy = false;
+            // 1. Sample ahead: ask for trials and queue them for admission.
+            while self.held.len() < self.config.lookahead {
+                let wanted = !self.study.stop_requested()
+                    && limits.n_trials.is_none_or(|n| started < n)
+                    && limits.timeout.is_none_or(|t| t0.elapsed() < t);
+                if !wanted && self.relaunches_pending == 0 {
+                    break;
+                }
+                if self.ask_one()? {
+                    self.relaunches_pending = self.relaunches_pending.saturating_sub(1);
+                } else {
+                    started += 1;
+                    if !wanted {
+                        // Another process claimed our relaunch copies.
+                        self.relaunches_pending = 0;
+                    }
+                }
+                busy = true;
+            }
+            // 2. Admit and launch.
+            loop {
+                match self.sched.decide() {
+                    Some(Step::Launch(l)) => self.launch(l)?,
+                    Some(Step::Infeasible { key, reason }) => self.infeasible(key, reason)?,
+                    None => break,
+                }
+                busy = true;
+            }
+            if !self.held.is_empty() && !self.sched.devices().any_in_rotation() {
+                return Err(Error::InvalidOperation(format!(
+                    "every device was taken out of rotation ({}); {} sampled trials were not run",
+                    (0..self.sched.devices().len())
+                        .filter_map(|d| self.sched.devices().out_of_rotation(d))
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                    self.held.len()
+                )));
+            }
+            // 3. Watch the workers.
+            let mut i = 0;
+            while i < self.workers.len() {
+                let w = &mut self.workers[i];
+                let status = match w.child.try_wait() {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!(trial = w.number, "cannot poll worker: {e}");
+                        None
+                    }
+                };
+                let status = match (status, self.config.trial_timeout) {
+                    (Some(s), _) => Some(s),
+                    (None, Some(t)) if w.started.elapsed() > t => {
+                        w.timed_out = true;
+                        let _ = w.child.kill();
+                        w.child.wait().ok()
+                    }
+                    _ => None,
+                };
+                match status {
+                    Some(s) => {
+                        let w = self.workers.swap_remove(i);
+                        self.ended(w, s)?;
+                        busy = true;
+                    }
+                    None => i += 1,
+                }
+            }
+            if self.workers.is_empty()
+                && self.held.is_empty()
+                && self.sched.queued() == 0
+                && self.relaunches_pending == 0
+                && (self.study.stop_requested()
+                    || limits.n_trials.is_some_and(|n| started >= n)
+                    || limits.timeout.is_some_and(|t| t0.elapsed() >= t))
+            {
+                return Ok(());
+            }
+            if !busy {
+                std::thread::sleep(self.config.poll);
+            }
+        }
+    }
+
+    /// Asks for one trial, proposes its configuration and queues it. Returns
+    /// whether it was an OOM relaunch.
+    fn ask_one(&mut self) -> Result<bool> {
+        let mut trial = self.study.ask()?;
+        let relaunch = trial.frozen().system_attrs.contains_key(OOM_RETRIES_ATTR);
+        match self.config.estimator.propose(&mut trial) {
+            Err(e) => {
+                let t = self.study.tell(trial, Err::<f64, _>(e))?;
+                (self.callback)(self.study, &t);
+            }
+            Ok(shape) => {
+                let batch = batch_of(&trial).unwrap_or(shape.batch);
+                let params = trial.params();
+                let estimator = Arc::clone(&self.config.estimator);
+                let candidate = Candidate::new(
+                    trial.id(),
+                    shape.family.clone(),
+                    batch,
+                    self.config.admission.min_micro_batch,
+                    |b| estimator.peak_bytes(&params, b),
+                );
+                self.sched.push(candidate);
+                self.held.insert(
+                    trial.id(),
+                    Held {
+                        trial,
+                        family: shape.family,
+                    },
+                );
+            }
+        }
+        Ok(relaunch)
+    }
+
+    fn infeasible(&mut self, key: u64, reason: String) -> Result<()> {
+        let Some(h) = self.held.remove(&key) else {
+            return Ok(());
+        };
+        tracing::warn!(trial = h.trial.number(), family = %h.family, "infeasible before launch: {reason}");
+        let t = self
+            .study
+            .tell(h.trial, Err::<f64, _>(TrialError::Infeasible(reason)))?;
+        (self.callback)(self.study, &t);
+        Ok(())
+    }
+
+    fn launch(&mut self, l: Launch<u64>) -> Result<()> {
+        let Some(mut h) = self.held.remove(&l.key) else {
+            self.sched.end(&l.key, &TrialEnd::default());
+            return Ok(());
+        };
+        h.trial.set_system_attr(MICRO_BATCH_ATTR, l.batch.micro)?;
+        h.trial
+            .set_system_attr(ACCUMULATION_ATTR, l.batch.accumulation)?;
+        h.trial.set_system_attr(DEVICE_ATTR, l.device)?;
+        h.trial.set_system_attr(ESTIMATE_BYTES_ATTR, l.estimate)?;
+        h.trial.set_system_attr(RESERVED_BYTES_ATTR, l.reserved)?;
+        let min_micro = self.config.admission.min_micro_batch;
+        let frozen = self.study.hand_over(h.trial);
+        let assignment = Assignment {
+            study: self.study.name().to_owned(),
+            storage: self.config.storage_url.clone(),
+            trial_id: frozen.id,
+            heartbeat_ms: Some(self.heartbeat_ms),
+            relaunchable: shrink(l.batch, min_micro).is_some(),
+            parent: std::process::id(),
+            host_peak: self.config.host_memory,
+        };
+        match self.spawn(&assignment, l.device) {
+            Ok((child, stderr, reader)) => {
+                tracing::info!(
+                    trial = frozen.number,
+                    device = l.device,
+                    micro_batch = l.batch.micro,
+                    "worker started (reserved {:.2} GiB)",
+                    l.reserved as f64 / super::GIB as f64
+                );
+                self.workers.push(Worker {
+                    child,
+                    trial_id: frozen.id,
+                    number: frozen.number,
+                    started: Instant::now(),
+                    stderr,
+                    reader: Some(reader),
+                    launch: l,
+                    min_micro,
+                    timed_out: false,
+                });
+                Ok(())
+            }
+            Err(e) => {
+                self.study.stop_beating(frozen.id)?;
+                self.sched.end(&l.key, &TrialEnd::default());
+                let attrs = [
+                    (
+                        FailureKind::ATTR.to_owned(),
+                        Value::from(FailureKind::Error.as_str()),
+                    ),
+                    (
+                        FailureKind::REASON_ATTR.to_owned(),
+                        Value::from(format!("cannot start a worker process: {e}")),
+                    ),
+                ];
+                let t =
+                    self.study
+                        .storage()
+                        .finish_trial(frozen.id, TrialState::Fail, None, &attrs)?;
+                (self.callback)(self.study, &t);
+                Ok(())
+            }
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn spawn(
+        &self,
+        a: &Assignment,
+        device: usize,
+    ) -> std::io::Result<(Child, Arc<Mutex<VecDeque<String>>>, JoinHandle<()>)> {
+        let exe = std::env::current_exe()?;
+        let args = self
+            .config
+            .worker_args
+            .clone()
+            .unwrap_or_else(|| std::env::args().skip(1).collect());
+        let json = serde_json::to_string(a).map_err(std::io::Error::other)?;
+        let mut child = Command::new(exe)
+            .args(args)
+            .env(WORKER_ENV, json)
+            .env("CUDA_VISIBLE_DEVICES", device.to_string())
+            .env("HPO_DEVICE", device.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        // The worker's stdout is forwarded line by line (through the
+        // coordinator's own stdout, so a test harness captures it too).
+        if let Some(out) = child.stdout.take() {
+            std::thread::Builder::new()
+                .name(format!("hpo-worker-stdout-{}", a.trial_id))
+                .spawn(move || {
+                    for line in BufReader::new(out).lines() {
+                        let Ok(line) = line else { break };
+                        println!("{line}");
+                    }
+                })?;
+        }
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        let keep = self.config.stderr_lines;
+        let sink = Arc::clone(&tail);
+        let pipe = child.stderr.take();
+        let number = a.trial_id;
+        let reader = std::thread::Builder::new()
+            .name(format!("hpo-worker-stderr-{number}"))
+            .spawn(move || {
+                let Some(pipe) = pipe else { return };
+                for line in BufReader::new(pipe).lines() {
+                    let Ok(line) = line else { break };
+                    eprintln!("{line}");
+                    if let Ok(mut t) = sink.lock() {
+                        t.push_back(line);
+                        while t.len() > keep {
+                            t.pop_front();
+                        }
+                    }
+                }
+            })?;
+        Ok((child, tail, reader))
+    }
+
+    /// A worker exited (or was killed after the timeout): record, learn, relaunch.
+    fn ended(&mut self, mut w: Worker, status: ExitStatus) -> Result<()> {
+        if let Some(r) = w.reader.take() {
+            let _ = r.join();
+        }
+        let tail = w
+            .stderr
+            .lock()
+            .map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n"))
+            .unwrap_or_default();
+        self.study.stop_beating(w.trial_id)?;
+        let storage = Arc::clone(self.study.storage());
+        let mut record = storage.trial(w.trial_id)?;
+        let mut device_fault = None;
+        if record.state == TrialState::Running {
+            let cause = if w.timed_out {
+                format!(
+                    "did not finish within the trial timeout of {:?} and was killed",
+                    self.config.trial_timeout.unwrap_or_default()
+                )
+            } else {
+                describe(status)
+            };
+            let oom = !w.timed_out && is_oom_text(&tail);
+            let kind = if oom {
+                FailureKind::Oom
+            } else if tail.contains("panicked") {
+                FailureKind::Panic
+            } else {
+                FailureKind::Error
+            };
+            if !oom && !w.timed_out && signal_of(status).is_some() {
+                device_fault = Some(cause.clone());
+            }
+            let reason = if tail.is_empty() {
+                format!("the worker process {cause} without finishing its trial")
+            } else {
+                format!("the worker process {cause} without finishing its trial; last lines of its stderr:\n{tail}")
+            };
+            tracing::warn!(trial = w.number, "{reason}");
+            let mut attrs = vec![
+                (FailureKind::ATTR.to_owned(), Value::from(kind.as_str())),
+                (FailureKind::REASON_ATTR.to_owned(), Value::from(reason)),
+                (EXIT_ATTR.to_owned(), Value::from(cause)),
+                (STDERR_ATTR.to_owned(), Value::from(tail)),
+            ];
+            let relaunchable = shrink(w.launch.batch, w.min_micro).is_some();
+            if oom {
+                let mut config = serde_json::Map::new();
+                for (k, v) in record.params() {
+                    config.insert(k, v.to_json_value());
+                }
+                config.insert("micro_batch".into(), Value::from(w.launch.batch.micro));
+                config.insert(
+                    "accumulation".into(),
+                    Value::from(w.launch.batch.accumulation),
+                );
+                attrs.push((
+                    FailureKind::OOM_CONFIG_ATTR.to_owned(),
+                    Value::Object(config),
+                ));
+                if !relaunchable {
+                    attrs.push((
+                        FailureKind::CONSTRAINTS_ATTR.to_owned(),
+                        Value::from(vec![1.0]),
+                    ));
+                }
+            }
+            record = match storage.finish_trial(w.trial_id, TrialState::Fail, None, &attrs) {
+                Ok(t) => t,
+                // Reaped as stale meanwhile: its record stands.
+                Err(Error::TrialFinished { .. }) => storage.trial(w.trial_id)?,
+                Err(e) => return Err(e),
+            };
+        } else if let Some(code) = status.code() {
+            if code == STORAGE_FAILURE_STATUS || code == ORPHAN_STATUS {
+                tracing::warn!(
+                    trial = w.number,
+                    "worker exited with status {code} after its trial ended"
+                );
+            }
+        }
+        let oom = record.failure() == Some(FailureKind::Oom);
+        let measured = record
+            .system_attrs
+            .get(PEAK_BYTES_ATTR)
+            .and_then(Value::as_u64);
+        if self.sched.end(
+            &w.trial_id,
+            &TrialEnd {
+                measured,
+                oom,
+                device_fault,
+            },
+        ) {
+            tracing::warn!(device = w.launch.device, "device out of rotation");
+        }
+        if oom {
+            if let Some(smaller) = shrink(w.launch.batch, w.min_micro) {
+                self.relaunch(&record, smaller)?;
+            }
+        }
+        (self.callback)(self.study, &record);
+        Ok(())
+    }
+
+    /// Re-enqueues an OOM trial's configuration with a smaller batch.
+    fn relaunch(&mut self, failed: &FrozenTrial, batch: Batch) -> Result<()> {
+        let mut system = failed.system_attrs.clone();
+        for k in [
+            FailureKind::ATTR,
+            FailureKind::REASON_ATTR,
+            FailureKind::OOM_CONFIG_ATTR,
+            FailureKind::CONSTRAINTS_ATTR,
+            EXIT_ATTR,
+            STDERR_ATTR,
+            PEAK_BYTES_ATTR,
+            DEVICE_ATTR,
+            ESTIMATE_BYTES_ATTR,
+            RESERVED_BYTES_ATTR,
+        ] {
+            system.remove(k);
+        }
+        system
+            .entry(FAILED_TRIAL_ATTR.to_owned())
+            .or_insert_with(|| Value::from(failed.number));
+        let mut history = match system.remove(RETRY_HISTORY_ATTR) {
+            Some(Value::Array(h)) => h,
+            _ => Vec::new(),
+        };
+        history.push(Value::from(failed.number));
+        let retries = history.len();
+        system.insert(RETRY_HISTORY_ATTR.to_owned(), Value::Array(history));
+        system.insert(OOM_RETRIES_ATTR.to_owned(), Value::from(retries));
+        system.insert(MICRO_BATCH_ATTR.to_owned(), Value::from(batch.micro));
+        system.insert(
+            ACCUMULATION_ATTR.to_owned(),
+            Value::from(batch.accumulation),
+        );
+        let mut template = FrozenTrial::new(0, 0, TrialState::Waiting);
+        template.internal_params = failed.internal_params.clone();
+        template.distributions = failed.distributions.clone();
+        template.user_attrs = failed.user_attrs.clone();
+        template.system_attrs = system;
+        let copy = self
+            .study
+            .storage()
+            .create_trial(self.study.id(), Some(&template))?;
+        self.relaunches_pending += 1;
+        tracing::info!(
+            "trial {} ran out of memory; relaunched as trial {} with micro-batch {} x {} accumulation",
+            failed.number,
+            copy.number,
+            batch.micro,
+            batch.accumulation
+        );
+        Ok(())
+    }
+
+    /// On a coordinator error: kill the workers (their trials are reaped by
+    /// heartbeat expiry) and fail the trials that were never launched.
+    fn shutdown(&mut self) {
+        for mut w in self.workers.drain(..) {
+            let _ = w.child.kill();
+            let _ = w.child.wait();
+            let _ = self.study.stop_beating(w.trial_id);
+        }
+        for (_, h) in self.held.drain() {
+            let _ = self.study.tell(
+                h.trial,
+                Err::<f64, _>(TrialError::Failed(
+                    "the coordinator stopped before this trial was launched".into(),
+                )),
+            );
+        }
+    }
+}
+
+#[cfg(unix)]
+fn signal_of(status: ExitStatus) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal()
+}
+
+#[cfg(not(unix))]
+fn signal_of(_status: ExitStatus) -> Option<i32> {
+    None
+}
+
+/// "was killed by signal 9 (SIGKILL)", "exited with status 101".
+fn describe(status: ExitStatus) -> String {
+    if let Some(sig) = signal_of(status) {
+        let name = match sig {
+            4 => " (SIGILL)",
+            6 => " (SIGABRT: abort)",
+            7 => " (SIGBUS)",
+            9 => " (SIGKILL)",
+            11 => " (SIGSEGV)",
+            15 => " (SIGTERM)",
+            _ => "",
+        };
+        return format!("was killed by signal {sig}{name}");
+    }
+    match status.code() {
+        Some(c) => format!("exited with status {c}"),
+        None => "ended without an exit status".to_owned(),
+    }
+}

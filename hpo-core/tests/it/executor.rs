@@ -1,0 +1,709 @@
+//! The process executor: real worker processes for crashes, OOM relaunch and
+//! a killed coordinator; the simulated device for admission, correction and
+//! placement.
+//!
+//! Workers are this test binary re-invoked on the ignored test
+//! `executor::worker_entry`; a coordinator to kill is the binary re-invoked
+//! on `executor::coordinator_entry`. Each trial's behaviour is its enqueued
+//! `mode` parameter.
+
+use hpo_core::executor::simulated::{simulate, Policy, Workload};
+use hpo_core::executor::{
+    self, AdmissionPolicy, Batch, MemoryEstimator, ProcessConfig, QueuePolicy, Shape,
+    ACCUMULATION_ATTR, EXIT_ATTR, GIB, MICRO_BATCH_ATTR, OOM_RETRIES_ATTR, STDERR_ATTR,
+};
+use hpo_core::storage::SqliteStorage;
+use hpo_core::trial::{FAILED_TRIAL_ATTR, RETRY_HISTORY_ATTR};
+use hpo_core::{
+    FailureKind, FrozenTrial, Optimize, ParamValue, RandomSampler, RetryPolicy, Storage, Study,
+    Trial, TrialError, TrialState,
+};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const MODES: [&str; 8] = [
+    "ok", "slow", "panic", "abort", "signal", "hang", "oom", "oom_told",
+];
+const BEAT: Duration = Duration::from_millis(100);
+const GRACE: Duration = Duration::from_millis(1500);
+
+fn worker_args() -> Vec<&'static str> {
+    vec![
+        "executor::worker_entry",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ]
+}
+
+/// Where a study's workers leave one file per trial they ran.
+fn marker_dir(study: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("hpo-exec-ran-{study}"))
+}
+
+fn temp_db(tag: &str) -> (PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("hpo-exec-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("study.db");
+    let url = format!("sqlite:{}", db.display());
+    (db, url)
+}
+
+/// One GiB per example of micro-batch.
+struct TestEstimator;
+
+impl MemoryEstimator for TestEstimator {
+    fn propose(&self, trial: &mut Trial) -> Result<Shape, TrialError> {
+        trial.suggest_categorical("mode", &MODES)?;
+        let batch = trial.suggest_int("batch", 1, 64)?;
+        Ok(Shape::new("test", Batch::new(batch as u32, 1)))
+    }
+
+    fn peak_bytes(&self, _params: &BTreeMap<String, ParamValue>, batch: Batch) -> u64 {
+        u64::from(batch.micro) * GIB
+    }
+}
+
+fn objective(trial: &mut Trial) -> Result<f64, TrialError> {
+    let mode = trial.suggest_categorical("mode", &MODES)?;
+    let batch = trial.suggest_int("batch", 1, 64)?;
+    let run = executor::batch_of(trial).expect("the executor sets the batch");
+    let dir = marker_dir(trial.study_name());
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(format!("ran-{}", trial.number())), "").unwrap();
+    executor::record_peak(trial, u64::from(run.micro) * GIB).unwrap();
+    let value = f64::from(run.effective()) + batch as f64 / 1000.0;
+    match mode {
+        "ok" => Ok(value),
+        "slow" => {
+            let start = now_ms();
+            std::thread::sleep(Duration::from_millis(300));
+            let span = format!("{start} {}", now_ms());
+            std::fs::write(dir.join(format!("span-{}", trial.number())), span).unwrap();
+            Ok(value)
+        }
+        "panic" => panic!("boom in trial {}", trial.number()),
+        "abort" => {
+            eprintln!("about to abort in trial {}", trial.number());
+            std::process::abort()
+        }
+        "signal" => {
+            let pid = std::process::id().to_string();
+            Command::new("kill").args(["-KILL", &pid]).status().unwrap();
+            std::thread::sleep(Duration::from_secs(30));
+            Ok(value)
+        }
+        "hang" => {
+            std::thread::sleep(Duration::from_secs(60));
+            Ok(value)
+        }
+        // Dies while allocating, as a CUDA OOM poisons a process.
+        "oom" if run.micro > 4 => {
+            eprintln!(
+                "CUDA error: out of memory (tried to allocate {} GiB)",
+                run.micro
+            );
+            std::process::abort()
+        }
+        // Says so, as an objective that catches it would.
+        "oom_told" if run.micro > 4 => Err(TrialError::Oom {
+            config: json!({"micro_batch": run.micro}),
+            message: "out of memory".into(),
+        }),
+        _ => Ok(value),
+    }
+}
+
+fn now_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+}
+
+/// The worker: runs the trial its coordinator assigned and exits.
+#[test]
+#[ignore = "run by the other tests as a worker process"]
+fn worker_entry() {
+    executor::worker_main(objective).unwrap();
+    panic!("worker_entry runs only as a worker started by the executor");
+}
+
+/// A coordinator to be killed: runs `HPO_EXEC_TRIALS` trials on `HPO_EXEC_DB`.
+#[test]
+#[ignore = "run by the other tests as a coordinator process"]
+fn coordinator_entry() {
+    let db = std::env::var("HPO_EXEC_DB").unwrap();
+    let name = std::env::var("HPO_EXEC_STUDY").unwrap();
+    let n: usize = std::env::var("HPO_EXEC_TRIALS").unwrap().parse().unwrap();
+    let url = format!("sqlite:{db}");
+    let study = study_on(&url, &name);
+    study
+        .optimize_with(
+            Optimize::new().trials(n).processes(config(&url, 3)),
+            objective,
+        )
+        .unwrap();
+}
+
+fn study_on(url: &str, name: &str) -> Study {
+    Study::builder()
+        .name(name)
+        .storage_url(url)
+        .sampler(RandomSampler::seeded(1))
+        .heartbeat(BEAT, GRACE)
+        .retry(RetryPolicy { max_retries: 2 })
+        .load_if_exists(true)
+        .build()
+        .unwrap()
+}
+
+/// Room for `parallel` trials of micro-batch 1.
+fn config(url: &str, parallel: u64) -> ProcessConfig {
+    ProcessConfig::new(url, Arc::new(TestEstimator))
+        .budget(parallel * GIB)
+        .trial_timeout(Duration::from_secs(20))
+        .worker_args(worker_args())
+}
+
+fn enqueue(study: &Study, mode: &str, batch: i64) -> u64 {
+    study
+        .enqueue([
+            ("mode", ParamValue::from(mode)),
+            ("batch", ParamValue::from(batch)),
+        ])
+        .unwrap()
+}
+
+fn by_number(study: &Study) -> Vec<Arc<FrozenTrial>> {
+    study.trials().unwrap()
+}
+
+#[test]
+fn executor_worker_crashes_fail_their_trial_and_the_study_goes_on() {
+    let (_db, url) = temp_db("crash");
+    let name = format!("crash-{}", std::process::id());
+    let study = study_on(&url, &name);
+    let modes = [
+        "ok", "panic", "ok", "abort", "ok", "signal", "ok", "hang", "ok",
+    ];
+    for m in modes {
+        enqueue(&study, m, 1);
+    }
+    let cfg = config(&url, 2).trial_timeout(Duration::from_millis(2500));
+    study
+        .optimize_with(
+            Optimize::new().trials(modes.len()).processes(cfg),
+            objective,
+        )
+        .unwrap();
+    let trials = by_number(&study);
+    assert_eq!(trials.len(), modes.len(), "no relaunch, no extra trial");
+    for (t, mode) in trials.iter().zip(modes) {
+        let reason = t.fail_reason().unwrap_or("");
+        match mode {
+            "ok" => assert_eq!(t.state, TrialState::Complete, "trial {}", t.number),
+            "panic" => {
+                assert_eq!(t.failure(), Some(FailureKind::Panic));
+                assert!(reason.contains("boom in trial"), "{reason}");
+            }
+            "abort" => {
+                assert_eq!(t.state, TrialState::Fail);
+                assert!(t.system_attrs[EXIT_ATTR]
+                    .as_str()
+                    .unwrap()
+                    .contains("signal 6"));
+                assert!(
+                    reason.contains("about to abort"),
+                    "stderr tail kept: {reason}"
+                );
+            }
+            "signal" => {
+                assert_eq!(t.state, TrialState::Fail);
+                assert!(
+                    t.system_attrs[EXIT_ATTR]
+                        .as_str()
+                        .unwrap()
+                        .contains("signal 9"),
+                    "{:?}",
+                    t.system_attrs
+                );
+                assert!(t.system_attrs.contains_key(STDERR_ATTR));
+            }
+            "hang" => {
+                assert_eq!(t.state, TrialState::Fail);
+                assert!(
+                    t.system_attrs[EXIT_ATTR]
+                        .as_str()
+                        .unwrap()
+                        .contains("timeout"),
+                    "{:?}",
+                    t.system_attrs
+                );
+            }
+            _ => unreachable!(),
+        }
+    }
+}
+
+#[test]
+fn executor_real_workers_run_in_parallel_within_the_budget() {
+    let (_db, url) = temp_db("parallel");
+    let name = format!("parallel-{}", std::process::id());
+    let study = study_on(&url, &name);
+    for _ in 0..8 {
+        enqueue(&study, "slow", 1);
+    }
+    // 1 GiB x 1.05 margin each: two fit in 3 GiB, three do not.
+    study
+        .optimize_with(
+            Optimize::new().trials(8).processes(config(&url, 3)),
+            objective,
+        )
+        .unwrap();
+    let trials = by_number(&study);
+    assert!(trials.iter().all(|t| t.state == TrialState::Complete));
+    let mut edges = Vec::new();
+    for t in &trials {
+        let span =
+            std::fs::read_to_string(marker_dir(&name).join(format!("span-{}", t.number))).unwrap();
+        let (a, b) = span.split_once(' ').unwrap();
+        edges.push((a.parse::<u128>().unwrap(), 1i32));
+        edges.push((b.parse::<u128>().unwrap(), -1i32));
+        let reserved = t.system_attrs[executor::RESERVED_BYTES_ATTR]
+            .as_u64()
+            .unwrap();
+        assert!(reserved > GIB && reserved < 3 * GIB / 2, "{reserved}");
+    }
+    edges.sort();
+    let mut running = 0;
+    let mut most = 0;
+    for (_, d) in edges {
+        running += d;
+        most = most.max(running);
+    }
+    assert_eq!(
+        most, 2,
+        "two trials at a time: admitted by memory, and in parallel"
+    );
+}
+
+#[test]
+fn executor_oom_relaunch_keeps_the_effective_batch_and_records_lineage() {
+    let (_db, url) = temp_db("oom");
+    let name = format!("oom-{}", std::process::id());
+    let study = study_on(&url, &name);
+    let died = enqueue(&study, "oom", 16);
+    let told = enqueue(&study, "oom_told", 16);
+    study
+        .optimize_with(
+            Optimize::new().trials(2).processes(config(&url, 64)),
+            objective,
+        )
+        .unwrap();
+    let trials = by_number(&study);
+    assert_eq!(trials.len(), 6, "two configurations, three attempts each");
+    for first in [died, told] {
+        let chain: Vec<_> = trials
+            .iter()
+            .filter(|t| {
+                t.number == first || t.system_attrs.get(FAILED_TRIAL_ATTR) == Some(&json!(first))
+            })
+            .collect();
+        assert_eq!(chain.len(), 3, "{chain:#?}");
+        let micro: Vec<_> = chain
+            .iter()
+            .map(|t| t.system_attrs[MICRO_BATCH_ATTR].as_u64().unwrap())
+            .collect();
+        let accum: Vec<_> = chain
+            .iter()
+            .map(|t| t.system_attrs[ACCUMULATION_ATTR].as_u64().unwrap())
+            .collect();
+        assert_eq!(micro, [16, 8, 4]);
+        assert_eq!(accum, [1, 2, 4], "same effective batch of 16");
+        for t in &chain[..2] {
+            assert_eq!(t.failure(), Some(FailureKind::Oom), "{:?}", t.system_attrs);
+            assert!(
+                t.constraint_violation().is_none(),
+                "a relaunched attempt is not a constraint violation"
+            );
+        }
+        let last = chain[2];
+        assert_eq!(last.state, TrialState::Complete);
+        assert_eq!(last.value(), Some(16.0 + 0.016));
+        assert_eq!(last.internal_params, chain[0].internal_params);
+        assert_eq!(
+            last.system_attrs[RETRY_HISTORY_ATTR],
+            json!([chain[0].number, chain[1].number])
+        );
+        assert_eq!(last.system_attrs[OOM_RETRIES_ATTR], json!(2));
+    }
+}
+
+#[test]
+fn executor_oom_at_the_floor_ends_as_oom() {
+    let (_db, url) = temp_db("floor");
+    let name = format!("floor-{}", std::process::id());
+    let study = study_on(&url, &name);
+    enqueue(&study, "oom", 10); // 10 -> 5, and 5 is odd: the floor.
+    study
+        .optimize_with(
+            Optimize::new().trials(1).processes(config(&url, 64)),
+            objective,
+        )
+        .unwrap();
+    let trials = by_number(&study);
+    assert_eq!(trials.len(), 2);
+    let last = &trials[1];
+    assert_eq!(last.failure(), Some(FailureKind::Oom));
+    assert_eq!(last.system_attrs[MICRO_BATCH_ATTR], json!(5));
+    assert_eq!(last.constraint_violation(), Some(1.0), "for the sampler");
+}
+
+#[test]
+fn executor_an_infeasible_config_never_launches_and_a_big_one_is_shrunk() {
+    let (_db, url) = temp_db("infeasible");
+    let name = format!("infeasible-{}", std::process::id());
+    let study = study_on(&url, &name);
+    let never = enqueue(&study, "ok", 64);
+    let shrunk = enqueue(&study, "ok", 32);
+    let cfg = config(&url, 8).admission(AdmissionPolicy {
+        min_micro_batch: 16,
+        ..Default::default()
+    });
+    study
+        .optimize_with(Optimize::new().trials(2).processes(cfg), objective)
+        .unwrap();
+    let trials = by_number(&study);
+    let t = &trials[never as usize];
+    assert_eq!(t.failure(), Some(FailureKind::Infeasible), "{t:?}");
+    assert!(t.fail_reason().unwrap().contains("not launched"));
+    assert!(
+        !marker_dir(&name).join(format!("ran-{never}")).exists(),
+        "no worker ever ran it"
+    );
+    // 32 GiB > 8: shrunk to micro-batch 16 (16 GiB)? Still too big: infeasible too.
+    let t = &trials[shrunk as usize];
+    assert_eq!(t.failure(), Some(FailureKind::Infeasible));
+
+    // With a lower floor the same configuration is shrunk to fit and runs.
+    let again = enqueue(&study, "ok", 32);
+    let cfg = config(&url, 8).admission(AdmissionPolicy {
+        min_micro_batch: 1,
+        ..Default::default()
+    });
+    study
+        .optimize_with(Optimize::new().trials(1).processes(cfg), objective)
+        .unwrap();
+    let t = &study.trials().unwrap()[again as usize];
+    assert_eq!(t.state, TrialState::Complete);
+    assert_eq!(
+        t.system_attrs[MICRO_BATCH_ATTR],
+        json!(4),
+        "32 -> 4 fits 8 GiB with margin"
+    );
+    assert_eq!(t.system_attrs[ACCUMULATION_ATTR], json!(8));
+    assert!(marker_dir(&name).join(format!("ran-{again}")).exists());
+}
+
+#[test]
+fn executor_an_in_memory_study_cannot_use_processes() {
+    let study = Study::builder().heartbeat(BEAT, GRACE).build().unwrap();
+    let err = study
+        .optimize_with(
+            Optimize::new().trials(1).processes(config("memory:", 1)),
+            objective,
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("in-memory"), "{err}");
+    // A file URL that does not hold this (in-memory) study is refused too.
+    let (_db, url) = temp_db("mem");
+    let err = study
+        .optimize_with(
+            Optimize::new().trials(1).processes(config(&url, 1)),
+            objective,
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("in-memory"), "{err}");
+    assert!(study.trials().unwrap().is_empty(), "nothing ran");
+}
+
+#[test]
+fn executor_settings_that_cannot_work_are_refused_before_anything_runs() {
+    let (_db, url) = temp_db("settings");
+    let name = format!("settings-{}", std::process::id());
+    let study = study_on(&url, &name);
+    let no_budget = ProcessConfig::new(&url, Arc::new(TestEstimator)).worker_args(worker_args());
+    let err = study
+        .optimize_with(Optimize::new().trials(1).processes(no_budget), objective)
+        .unwrap_err();
+    assert!(err.to_string().contains("memory budget"), "{err}");
+
+    let no_heartbeat = Study::builder()
+        .name(format!("{name}-nohb"))
+        .storage_url(&url)
+        .build()
+        .unwrap();
+    let err = no_heartbeat
+        .optimize_with(
+            Optimize::new().trials(1).processes(config(&url, 1)),
+            objective,
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("heartbeat"), "{err}");
+    assert!(study.trials().unwrap().is_empty());
+    assert!(no_heartbeat.trials().unwrap().is_empty());
+}
+
+#[test]
+fn executor_kill_9_of_the_coordinator_then_restart_loses_nothing() {
+    let (db, url) = temp_db("kill9");
+    let name = format!("kill9-{}", std::process::id());
+    let study = study_on(&url, &name);
+    let n = 24;
+    for _ in 0..n {
+        enqueue(&study, "slow", 1);
+    }
+    let mut coordinator = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "executor::coordinator_entry",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("HPO_EXEC_DB", &db)
+        .env("HPO_EXEC_STUDY", &name)
+        .env("HPO_EXEC_TRIALS", n.to_string())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let storage = SqliteStorage::open(&db).unwrap();
+    let complete = |s: &SqliteStorage| {
+        s.trials(study.id())
+            .unwrap()
+            .into_iter()
+            .filter(|t| t.state == TrialState::Complete)
+            .collect::<Vec<_>>()
+    };
+    let t0 = Instant::now();
+    while complete(&storage).len() < 4 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the coordinator made no progress"
+        );
+        assert!(
+            coordinator.try_wait().unwrap().is_none(),
+            "the coordinator ended early"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    coordinator.kill().unwrap(); // SIGKILL
+    coordinator.wait().unwrap();
+    let before = complete(&storage);
+    let running = storage
+        .trials(study.id())
+        .unwrap()
+        .iter()
+        .filter(|t| t.state == TrialState::Running)
+        .count();
+    assert!(running > 0, "killed mid-study");
+
+    // After the grace period the restarted coordinator reaps what the dead
+    // one (and its orphaned workers) left RUNNING, and runs the rest.
+    // Orphaned workers notice the dead coordinator at their own pace (slowly
+    // on a loaded machine), so a trial may go stale only after a first reap:
+    // restart until nothing is RUNNING or WAITING, as an operator would.
+    for _ in 0..6 {
+        std::thread::sleep(GRACE + GRACE / 2);
+        study.fail_stale_trials().unwrap();
+        let count = |state| {
+            study
+                .trials()
+                .unwrap()
+                .iter()
+                .filter(|t| t.state == state)
+                .count()
+        };
+        let (waiting, running) = (count(TrialState::Waiting), count(TrialState::Running));
+        if waiting == 0 && running == 0 {
+            break;
+        }
+        if waiting > 0 {
+            study
+                .optimize_with(
+                    Optimize::new().trials(waiting).processes(config(&url, 3)),
+                    objective,
+                )
+                .unwrap();
+        }
+    }
+
+    let after = study.trials().unwrap();
+    for (i, t) in after.iter().enumerate() {
+        assert_eq!(t.number, i as u64, "numbers contiguous");
+        assert_ne!(t.state, TrialState::Running, "trial {i} left RUNNING");
+        assert_ne!(t.state, TrialState::Waiting, "trial {i} never ran");
+    }
+    for t in &before {
+        assert_eq!(
+            **t, *after[t.number as usize],
+            "COMPLETE trial {} kept",
+            t.number
+        );
+    }
+    let done = after
+        .iter()
+        .filter(|t| t.state == TrialState::Complete)
+        .count();
+    assert_eq!(done, n, "every enqueued configuration completed once");
+}
+
+fn seed_workload() -> Workload {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/workloads/seed_24gb.toml");
+    Workload::from_path(&path).unwrap()
+}
+
+#[test]
+fn executor_shipped_workload_is_calibrated_on_the_seed_observations() {
+    let w = seed_workload();
+    let coef = w.activation_coefficients().unwrap();
+    let fam = |n: &str| w.family.iter().find(|f| f.name == n).unwrap().clone();
+    let ctx = w.device[0].context_gib;
+    let large = w.true_peak(&fam("bert-large"), 16, 384, coef) as f64 / GIB as f64 + ctx;
+    let base = w.true_peak(&fam("bert-base"), 32, 512, coef) as f64 / GIB as f64 + ctx;
+    assert!((large - 14.0).abs() < 0.01, "{large}");
+    assert!((base - 12.0).abs() < 0.01, "{base}");
+    assert_eq!(w.trials, 5000);
+    assert_eq!(w.device[0].usable_gib, 23.56);
+    // JSON reads the same.
+    let json = serde_json::to_string(&w).unwrap();
+    assert_eq!(Workload::from_json_str(&json).unwrap(), w);
+    assert!(Workload::from_toml_str("seed = 1").is_err());
+}
+
+#[test]
+fn executor_admission_never_exceeds_the_simulated_budget() {
+    let mut w = seed_workload();
+    w.trials = 400;
+    for queue in [
+        QueuePolicy::Fifo,
+        QueuePolicy::Backfill { max_bypass: 4 },
+        QueuePolicy::BestFit,
+    ] {
+        let r = simulate(&w, Policy::Executor { queue }).unwrap();
+        assert!(
+            r.max_reserved_share <= 1.0,
+            "{queue:?}: {}",
+            r.max_reserved_share
+        );
+        assert!(r.max_reserved_share > 0.8, "it does pack");
+        assert_eq!(r.lost, 0);
+        assert_eq!(r.crashed_studies, 0);
+        assert_eq!(r.useful, 400, "{queue:?}: {r:?}");
+    }
+}
+
+#[test]
+fn executor_learned_correction_stops_a_forty_percent_underestimate() {
+    let mut w = seed_workload();
+    w.trials = 600;
+    // Every estimate exact, except deberta-large's: 40 % under the truth.
+    for f in &mut w.family {
+        f.estimate_noise = 0.0;
+        f.estimate_factor = if f.name == "deberta-large" { 0.6 } else { 1.0 };
+    }
+    let policy = Policy::Executor {
+        queue: QueuePolicy::Backfill { max_bypass: 8 },
+    };
+    let deberta_ooms = |r: &hpo_core::executor::simulated::Report| -> Vec<usize> {
+        r.oom_log
+            .iter()
+            .filter(|(_, f, _)| f == "deberta-large")
+            .map(|(_, _, k)| *k)
+            .collect()
+    };
+    let learned = simulate(&w, policy).unwrap();
+    let ooms = deberta_ooms(&learned);
+    assert!(
+        ooms.iter().all(|&k| k < 5),
+        "OOMs stop within the family's first few trials: {ooms:?}"
+    );
+    assert_eq!(learned.lost, 0);
+    assert_eq!(learned.fit_alone_not_useful, 0);
+
+    // Without learning the same stream keeps running out of memory.
+    w.executor.learn = false;
+    let blind = simulate(&w, policy).unwrap();
+    let blind_ooms = deberta_ooms(&blind);
+    assert!(
+        blind_ooms.iter().filter(|&&k| k >= 5).count() >= 5,
+        "the under-estimate bites without correction: {blind_ooms:?}"
+    );
+    assert!(blind.oom_events > 2 * learned.oom_events.max(1));
+}
+
+#[test]
+fn executor_placement_across_two_simulated_devices() {
+    let mut w = seed_workload();
+    w.trials = 300;
+    let second = w.device[0].clone();
+    w.device.push(second);
+    let r = simulate(
+        &w,
+        Policy::Executor {
+            queue: QueuePolicy::Backfill { max_bypass: 8 },
+        },
+    )
+    .unwrap();
+    assert_eq!(r.launches_per_device.len(), 2);
+    assert!(
+        r.launches_per_device.iter().all(|&n| n > 50),
+        "{:?}",
+        r.launches_per_device
+    );
+    assert!(r.max_reserved_share <= 1.0);
+    assert_eq!(r.useful, 300);
+
+    // A faulty second device leaves rotation; everything still completes on the first.
+    w.device[1].faulty = true;
+    let r = simulate(
+        &w,
+        Policy::Executor {
+            queue: QueuePolicy::Backfill { max_bypass: 8 },
+        },
+    )
+    .unwrap();
+    assert_eq!(r.retired_devices.len(), 1, "{:?}", r.retired_devices);
+    assert!(r.retired_devices[0].starts_with("sim:1"));
+    // Retired after three consecutive faults (a few more were launched
+    // before the third fault was seen).
+    assert!(
+        (3..=8).contains(&r.launches_per_device[1]),
+        "{:?}",
+        r.launches_per_device
+    );
+    assert_eq!(r.useful, 300);
+    assert_eq!(r.lost, 0);
+
+    // A single faulty device is never retired (that would stop the study):
+    // its trials fail, each configuration up to the attempt limit.
+    w.device.remove(0);
+    w.trials = 20;
+    let r = simulate(
+        &w,
+        Policy::Executor {
+            queue: QueuePolicy::Backfill { max_bypass: 8 },
+        },
+    )
+    .unwrap();
+    assert!(r.retired_devices.is_empty());
+    assert_eq!(r.device_failed, 20);
+    assert_eq!(r.lost, 0);
+}
