@@ -17,8 +17,10 @@
 //!   choices, `active_if` against `Option`);
 //! * `valid.rs` holds only the rules between fields (conditions read earlier
 //!   fields; narrowings can hold);
-//! * `expand.rs` generates the impl; `fallback.rs` is what is emitted beside
-//!   the errors, so the user sees our errors and not a cascade.
+//! * `expand.rs` generates the impl, and `startup.rs` the start-up search
+//!   for contradictions that depend on the user's condition code;
+//!   `fallback.rs` is what is emitted beside the errors, so the user sees our
+//!   errors and not a cascade.
 //!
 //! Every mistake is collected in a `Ctxt` and reported in one compile, each at
 //! the tokens the user must change. The struct itself is emitted unchanged
@@ -31,6 +33,7 @@ mod choice;
 mod ctxt;
 mod expand;
 mod fallback;
+mod startup;
 mod symbol;
 mod text;
 mod ty;

@@ -30,3 +30,58 @@ pub const CRATE: &str = "crate";
 
 /// Every key accepted inside `#[param(...)]`, for "expected one of" messages.
 pub const PARAM_KEYS: &str = "`float(..)`, `int(..)`, `bool`, `choice`, `choice(..)`, `fixed = ..`, `default`, `active_if = ..`";
+
+/// The macro's own attribute, to spot it applied twice.
+pub const SEARCH_SPACE: &str = "search_space";
+
+/// Whether the attribute name `name` looks like a misspelling of `target`
+/// (`parm`, `params`, `Param`, `constraints`): at most two edits apart, or
+/// equal but for case. Such an attribute gets one "did you mean" error and
+/// is removed, instead of a "missing #[param]" error and rustc's own.
+pub fn is_typo_of(name: &str, target: &str) -> bool {
+    if name == target || name.len() < 3 {
+        return false;
+    }
+    if name.eq_ignore_ascii_case(target) {
+        return true;
+    }
+    edit_distance(name, target) <= 2
+}
+
+/// Levenshtein distance over chars.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn near_misses_of_param_and_constraint_are_typos_and_others_are_not() {
+        for typo in ["parm", "params", "Param", "pram", "paran"] {
+            assert!(is_typo_of(typo, PARAM), "{typo}");
+        }
+        for typo in ["constraints", "constrant", "Constraint", "contraint"] {
+            assert!(is_typo_of(typo, CONSTRAINT), "{typo}");
+        }
+        for other in [
+            "param", "serde", "doc", "arg", "allow", "name", "form", "cfg",
+        ] {
+            assert!(!is_typo_of(other, PARAM), "{other}");
+        }
+        for other in ["constraint", "derive", "serde", "repr"] {
+            assert!(!is_typo_of(other, CONSTRAINT), "{other}");
+        }
+    }
+}

@@ -72,6 +72,21 @@ impl Prim {
     }
 }
 
+/// The largest finite value of a float field type the macro can see (`f32`,
+/// `f64`); `None` for anything else (an alias is checked by a generated
+/// `const` assertion instead).
+pub fn float_max(ty: &Type) -> Option<f64> {
+    match ty {
+        Type::Paren(p) => float_max(&p.elem),
+        Type::Group(g) => float_max(&g.elem),
+        _ => match last_ident(ty)?.as_str() {
+            "f32" => Some(f64::from(f32::MAX)),
+            "f64" => Some(f64::MAX),
+            _ => None,
+        },
+    }
+}
+
 fn int<T: Into<i128> + Bounded>() -> Prim {
     Prim::Int {
         min: T::MIN_VALUE.into(),

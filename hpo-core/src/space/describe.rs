@@ -1,6 +1,7 @@
 //! A human-readable description of a search space.
 
 use crate::distribution::Distribution;
+use crate::error::Error;
 use std::fmt;
 
 /// What one field of a search space is.
@@ -51,8 +52,11 @@ pub struct SpaceDescription {
     pub params: Vec<ParamDescription>,
     /// The struct's constraints, as written.
     pub constraints: Vec<String>,
-    /// Distributions that could not be built (the macro checks them at
-    /// compile time, so this is empty unless the space was written by hand).
+    /// What makes the space unusable: distributions that could not be built
+    /// (the macro checks them at compile time, so only in a space written by
+    /// hand), and constraints that contradict each other when their
+    /// conditions can hold together (found by the macro's start-up search).
+    /// [`SpaceDescription::check`] turns them into an error.
     pub problems: Vec<String>,
 }
 
@@ -101,6 +105,26 @@ impl SpaceDescription {
     pub fn constraint(mut self, text: &str) -> Self {
         self.constraints.push(text.to_owned());
         self
+    }
+
+    /// Records a problem that makes the space unusable.
+    pub fn problem(mut self, message: &str) -> Self {
+        self.problems.push(message.to_owned());
+        self
+    }
+
+    /// `Ok` when the space has no [`SpaceDescription::problems`]; otherwise an
+    /// [`Error::InvalidConfig`] naming every problem (for example both
+    /// constraints of a contradiction), to report before the first trial.
+    pub fn check(&self) -> crate::Result<()> {
+        if self.problems.is_empty() {
+            return Ok(());
+        }
+        Err(Error::InvalidConfig(format!(
+            "search space `{}`: {}",
+            self.name,
+            self.problems.join("; ")
+        )))
     }
 
     /// The description of the parameter `name`, if there is one.
