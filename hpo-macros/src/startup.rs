@@ -114,8 +114,13 @@ fn search(input: &Input, p: &TokenStream, conds: &[&syn::Expr]) -> Option<TokenS
         });
     }
     let conds = conds.iter();
+    let ok = if checks.is_empty() {
+        quote!(let __hpo_ok = true;)
+    } else {
+        quote!(let mut __hpo_ok = true;)
+    };
     let mut body = quote! {
-        let mut __hpo_ok = true;
+        #ok
         #checks
         if __hpo_ok #(&& (#conds))* {
             break '__hpo_search true;

@@ -194,7 +194,8 @@ fn the_description_lists_fields_and_constraints() {
 }
 
 /// Every field kind, with narrowings of each form, including two rules that
-/// can contradict each other at run time.
+/// contradict each other when `small` and `tight` are both true: reported at
+/// start-up (`check`), and an Infeasible trial naming both when sampled.
 #[derive(Debug, Clone, Copy, PartialEq, hpo::Choice)]
 enum Opt {
     Adam,
