@@ -71,6 +71,8 @@ fn main() -> anyhow::Result<()> {
     // ANCHOR_END: describe
 
     // ANCHOR: study
+    // Constraints that contradict each other are found here, before any trial.
+    Criteria::check()?;
     let study = Study::builder()
         .direction(Direction::Minimize)
         .sampler(RandomSampler::seeded(7))
