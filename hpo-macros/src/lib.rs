@@ -160,6 +160,54 @@ mod tests {
     }
 
     #[test]
+    fn a_start_up_search_is_generated_only_for_constraints_under_different_conditions() {
+        let apart = quote! {
+            #[constraint(if small { width <= 64 })]
+            #[constraint(if tight { width >= 128 })]
+            struct S {
+                #[param(bool)] small: bool,
+                #[param(bool)] tight: bool,
+                #[param(int(8..=256))] width: u32,
+            }
+        };
+        let out = expand_search_space(quote!(), apart).to_string();
+        assert!(!out.contains("compile_error"), "{out}");
+        assert_eq!(out.matches("'__hpo_search :").count(), 1, "{out}");
+        assert!(out.contains("problem"), "{out}");
+        assert_eq!(
+            out.matches(":: hpo :: __private").count(),
+            out.matches(":: hpo ::").count(),
+            "{out}"
+        );
+        // Compatible narrowings need no search; a float condition cannot be searched.
+        let compatible = quote! {
+            #[constraint(if small { width <= 64 })]
+            #[constraint(if tight { width >= 32 })]
+            struct S {
+                #[param(bool)] small: bool,
+                #[param(bool)] tight: bool,
+                #[param(int(8..=256))] width: u32,
+            }
+        };
+        let out = expand_search_space(quote!(), compatible).to_string();
+        assert!(!out.contains("__hpo_search"), "{out}");
+        let float = quote! {
+            #[constraint(if lr > 0.01 { width <= 64 })]
+            #[constraint(if tight { width >= 128 })]
+            struct S {
+                #[param(float(0.001..=0.1))] lr: f64,
+                #[param(bool)] tight: bool,
+                #[param(int(8..=256))] width: u32,
+            }
+        };
+        let out = expand_search_space(quote!(), float).to_string();
+        assert!(
+            !out.contains("compile_error") && !out.contains("__hpo_search"),
+            "{out}"
+        );
+    }
+
+    #[test]
     fn every_mistake_is_reported_in_one_expansion_beside_a_fallback() {
         let input = quote! {
             struct S {

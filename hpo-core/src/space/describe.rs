@@ -172,3 +172,22 @@ impl fmt::Display for SpaceDescription {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_fails_naming_every_problem_and_passes_without_one() {
+        let ok = SpaceDescription::new("S").constraint("if a { x <= 1 }");
+        assert!(ok.check().is_ok());
+        let bad = ok.problem("first").problem("second");
+        let err = bad.check().unwrap_err();
+        assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "invalid configuration: search space `S`: first; second"
+        );
+        assert!(bad.to_string().contains("invalid: first\ninvalid: second"));
+    }
+}

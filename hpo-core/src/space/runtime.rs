@@ -460,4 +460,14 @@ mod tests {
         assert_eq!(i128::MIN.to_i64(), i64::MIN);
         assert_eq!(FloatValue::to_f64(&0.1f32), 0.1);
     }
+
+    #[test]
+    fn type_limits_for_the_compile_time_range_checks() {
+        assert_eq!(<u8 as IntValue>::MAX, 255);
+        assert_eq!(<i8 as IntValue>::MIN, -128);
+        assert_eq!(<u128 as IntValue>::MAX, i128::MAX);
+        assert_eq!(<i128 as IntValue>::MIN, i128::MIN);
+        assert_eq!(<f32 as FloatValue>::MAX, f64::from(f32::MAX));
+        assert_eq!(<f64 as FloatValue>::MAX, f64::MAX);
+    }
 }
