@@ -266,13 +266,16 @@ fn sample_body(input: &Input, p: &TokenStream) -> TokenStream {
             body.extend(quote!(let mut #n = #p::runtime::Narrow::new();));
         }
     }
-    // A constraint is evaluated as soon as every field its condition reads is bound.
+    // A constraint is evaluated as soon as every field its condition and its
+    // narrowing values (`width <= max_width`) read is bound.
     let ready: Vec<usize> = input
         .constraints
         .iter()
         .map(|c| {
-            crate::valid::read_fields(input, &c.cond)
-                .into_iter()
+            let values = c.rules.iter().flat_map(|r| &r.values);
+            std::iter::once(&c.cond)
+                .chain(values)
+                .flat_map(|e| crate::valid::read_fields(input, e))
                 .map(|i| i + 1)
                 .max()
                 .unwrap_or(0)

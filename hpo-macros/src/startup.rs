@@ -145,8 +145,8 @@ fn search(input: &Input, p: &TokenStream, conds: &[&syn::Expr]) -> Option<TokenS
 
 /// The fields whose values decide whether `conds` can hold together: those
 /// they read, and (repeatedly) those read by the `active_if` of an optional
-/// one and by the conditions of constraints narrowing one. Sorted, which is
-/// declaration (and binding) order.
+/// one and by the conditions and values of constraints narrowing one.
+/// Sorted, which is declaration (and binding) order.
 fn closure(input: &Input, conds: &[&syn::Expr]) -> Vec<usize> {
     let mut set: BTreeSet<usize> = conds.iter().flat_map(|c| read_fields(input, c)).collect();
     loop {
@@ -159,7 +159,15 @@ fn closure(input: &Input, conds: &[&syn::Expr]) -> Vec<usize> {
                 next.extend(read_fields(input, &cond.value));
             }
             for c in &input.constraints {
-                if c.rules.iter().any(|r| r.field == *f.ident) {
+                let mut narrows = false;
+                for r in c.rules.iter().filter(|r| r.field == *f.ident) {
+                    narrows = true;
+                    // A narrowing value may read fields too (`width <= max_width`).
+                    for v in &r.values {
+                        next.extend(read_fields(input, v));
+                    }
+                }
+                if narrows {
                     next.extend(read_fields(input, &c.cond));
                 }
             }

@@ -13,8 +13,8 @@ use std::collections::BTreeSet;
 use syn::visit::Visit;
 use syn::{Expr, Ident};
 
-/// "`from` reads `to` through `how`": the field `from` (or its existence)
-/// depends on the value of `to`.
+/// "`from` reads `to` through `how`": the field `from` (or its existence,
+/// or its support) depends on the value of `to`.
 struct Edge {
     from: usize,
     to: usize,
@@ -23,7 +23,7 @@ struct Edge {
 
 /// Every dependency between fields: an `active_if` makes its field depend on
 /// what it reads, a constraint makes each field it narrows depend on what its
-/// condition reads.
+/// condition and the rule's values read.
 fn edges(input: &Input) -> Vec<Edge> {
     let mut out = Vec::new();
     for (i, f) in input.fields.iter().enumerate() {
@@ -49,6 +49,15 @@ fn edges(input: &Input) -> Vec<Edge> {
                     to: j,
                     how: "a constraint",
                 });
+            }
+            for v in &rule.values {
+                for j in read_fields(input, v) {
+                    out.push(Edge {
+                        from: i,
+                        to: j,
+                        how: "a narrowing",
+                    });
+                }
             }
         }
     }
@@ -168,6 +177,18 @@ pub fn check(cx: &Ctxt, input: &Input) {
                 continue;
             }
             check_rule(cx, f, kind, rule);
+            // A value may read fields too (`width <= max_width`): earlier ones.
+            for v in &rule.values {
+                check_reads(
+                    cx,
+                    input,
+                    &cycles,
+                    v,
+                    i,
+                    &format!("`{}`", rule.field),
+                    "this narrowing",
+                );
+            }
             targets.push((i, rule));
         }
         if let Some(&(first, rule)) = targets.iter().min_by_key(|(i, _)| *i) {
@@ -205,10 +226,10 @@ fn check_reads(
         }
         match input.field(id) {
             Some((j, f)) if j >= before => {
-                let how = if what == "this constraint" {
-                    "a constraint"
-                } else {
-                    what
+                let how = match what {
+                    "this constraint" => "a constraint",
+                    "this narrowing" => "a narrowing",
+                    other => other,
                 };
                 let msg = if j == before {
                     format!("a condition cannot read {affected} itself: it is sampled after the condition is checked")
@@ -218,8 +239,13 @@ fn check_reads(
                         None => continue,
                     }
                 } else {
+                    let reader = if what == "this narrowing" {
+                        "narrowing values"
+                    } else {
+                        "conditions"
+                    };
                     format!(
-                        "`{}` is sampled after {affected}, which {what} affects; conditions read only earlier \
+                        "`{}` is sampled after {affected}, which {what} affects; {reader} read only earlier \
                          fields: declare `{}` before {affected}",
                         f.ident, f.ident
                     )

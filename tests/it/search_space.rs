@@ -337,6 +337,23 @@ struct Exclusive {
     width: u32,
 }
 
+/// As `Exclusive`, with the ruling-out narrowing's value read from a field.
+#[hpo::search_space]
+#[constraint(if small { tight == never })]
+#[constraint(if small { width <= 64 })]
+#[constraint(if tight { width >= 128 })]
+#[derive(Debug)]
+struct ValueFromField {
+    #[param(bool)]
+    small: bool,
+    #[param(fixed = false)]
+    never: bool,
+    #[param(bool)]
+    tight: bool,
+    #[param(int(8..=256))]
+    width: u32,
+}
+
 /// Conditions over an integer range: they overlap only when `overlap` is
 /// set (at `depth == 2`), through an optional field's activation.
 #[hpo::search_space]
@@ -359,6 +376,15 @@ struct ByDepth {
 fn constraints_that_cannot_apply_together_are_not_reported() {
     assert!(Exclusive::describe().problems.is_empty());
     Exclusive::check().unwrap();
+    ValueFromField::check().unwrap();
+    // ... and sampling reads the value from the field: never both.
+    let study = random_study(2);
+    for _ in 0..100 {
+        let (c, trial): (ValueFromField, _) = sample_one(&study);
+        assert!(!c.never, "{c:?}");
+        assert!(!(c.small && c.tight), "{c:?}");
+        study.tell(trial, 0.0).unwrap();
+    }
     // `depth >= 3` and `depth <= 1` never hold together; `extra == Some(2)`
     // with `depth >= 3` does (overlap = true, depth = 3), and is reported.
     let d = ByDepth::describe();

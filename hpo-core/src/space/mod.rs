@@ -22,6 +22,11 @@
 //! * [`SearchSpace::from_params`] rebuilds the typed configuration of any
 //!   stored trial: `Criteria::from_params(&study.best_trial()?.typed_params())`.
 //!
+//! [`SearchSpace::check`], called once before the first trial, reports
+//! constraints that contradict each other whenever their conditions hold
+//! together (the macro makes the contradictions it can see compile errors,
+//! and generates a search for the rest, whose findings `describe` lists).
+//!
 //! Enumerations become categorical parameters through [`ChoiceEnum`]
 //! (`#[derive(hpo::Choice)]`): their unit variants are the choices, stored by
 //! name.
