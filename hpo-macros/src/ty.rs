@@ -2,7 +2,8 @@
 //!
 //! Only primitive names are recognised (`usize`, `f64`, `bool`, `String`,
 //! `Option<T>`); anything else (an enum, an alias) is `Other`, and the
-//! compiler's trait checks on the generated code take over for it.
+//! compiler's trait checks on the generated code take over for it, with
+//! `const` assertions that a range's bounds fit the type.
 
 use syn::{GenericArgument, PathArguments, Type};
 

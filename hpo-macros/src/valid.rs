@@ -1,8 +1,12 @@
 //! Rules between fields: what conditions may read and what constraints may narrow.
 //!
-//! Fields are sampled in declaration order, so a condition may read only
-//! fields declared before every field it affects, and a narrowing must leave
-//! at least one value of the declared distribution.
+//! Fields are sampled in declaration order, so a condition (or a narrowing's
+//! value) may read only fields declared before every field it affects; when
+//! two fields read each other no order works, and the error names the cycle
+//! rather than suggesting an order. A narrowing must leave at least one value
+//! of the declared distribution, and two narrowings of one field under the
+//! same condition must leave one together; pairs under different conditions
+//! are left to the start-up search (`startup.rs`).
 
 use crate::ast::{Field, Input, Kind};
 use crate::attr::{lit_value, Op, Rule};
