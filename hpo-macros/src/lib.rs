@@ -207,6 +207,77 @@ mod tests {
         );
     }
 
+    /// The messages of the compile errors an expansion reports.
+    fn errors(input: proc_macro2::TokenStream) -> Vec<String> {
+        use proc_macro2::TokenTree;
+        let out: Vec<TokenTree> = expand_search_space(quote!(), input).into_iter().collect();
+        out.windows(3)
+            .filter_map(|w| match w {
+                [TokenTree::Ident(id), TokenTree::Punct(_), TokenTree::Group(g)]
+                    if id == "compile_error" =>
+                {
+                    syn::parse2::<syn::LitStr>(g.stream())
+                        .ok()
+                        .map(|l| l.value())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn contradictions_under_one_condition_are_errors_for_every_kind() {
+        let space = |rules: proc_macro2::TokenStream| {
+            quote! {
+                #[constraint(if heavy { #rules })]
+                struct S {
+                    #[param(bool)] heavy: bool,
+                    #[param(choice)] model: Backbone,
+                    #[param(float(1e-5..=1e-1, log))] lr: f64,
+                    #[param(choice("a", "b", "c"))] name: String,
+                }
+            }
+        };
+        for rules in [
+            quote!(model == Backbone::A, model in [Backbone::B, Backbone::C]),
+            quote!(lr <= 0.001, lr >= 0.01),
+            quote!(name in ["a", "b"], name == "c"),
+        ] {
+            let errs = errors(space(rules.clone()));
+            assert_eq!(errs.len(), 1, "{rules}: {errs:?}");
+            assert!(errs[0].contains("contradicts"), "{errs:?}");
+        }
+        for rules in [
+            quote!(model in [Backbone::A, Backbone::B], model == Backbone::B),
+            quote!(lr <= 0.01, lr >= 0.01),
+            quote!(name in ["a", "b"], name != "x"),
+        ] {
+            let errs = errors(space(rules.clone()));
+            assert!(
+                errs.iter().all(|e| !e.contains("contradicts")),
+                "{rules}: {errs:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_cycle_through_a_constraint_is_named_as_one() {
+        let errs = errors(quote! {
+            #[constraint(if hidden.is_some() { wide == true })]
+            struct S {
+                #[param(bool)] wide: bool,
+                #[param(int(1..=4), active_if = wide)] hidden: Option<u32>,
+            }
+        });
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].contains("cycle (`wide` -> `hidden` -> `wide`)")
+                && errs[0].contains("(a constraint)")
+                && errs[0].contains("(its `active_if`)"),
+            "{errs:?}"
+        );
+    }
+
     #[test]
     fn every_mistake_is_reported_in_one_expansion_beside_a_fallback() {
         let input = quote! {
