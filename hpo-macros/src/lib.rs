@@ -250,13 +250,10 @@ mod tests {
         for rules in [
             quote!(model in [Backbone::A, Backbone::B], model == Backbone::B),
             quote!(lr <= 0.01, lr >= 0.01),
-            quote!(name in ["a", "b"], name != "x"),
+            quote!(name in ["a", "b"], name == "b"),
         ] {
             let errs = errors(space(rules.clone()));
-            assert!(
-                errs.iter().all(|e| !e.contains("contradicts")),
-                "{rules}: {errs:?}"
-            );
+            assert!(errs.is_empty(), "{rules}: {errs:?}");
         }
     }
 
