@@ -1,13 +1,16 @@
 //! Typed search spaces: the heavy-model rule as one line, a warm start from a
 //! known-good configuration, and the best trial read back as a typed config.
 //!
-//! Run with `cargo run --example search_space`.
+//! Run with `cargo run --example search_space`. The integration tests
+//! (`tests/it/search_space.rs`) include this file, so the space the book
+//! shows, the one this example runs and the one the tests check are one
+//! definition; that is why its items are `pub(crate)`.
 
 use hpo::{Direction, RandomSampler, SearchSpace, Study, TrialError};
 
 // ANCHOR: backbone
 #[derive(Debug, Clone, Copy, PartialEq, hpo::Choice)]
-enum Backbone {
+pub(crate) enum Backbone {
     BertBase,
     RobertaBase,
     DebertaV3Base,
@@ -17,7 +20,7 @@ enum Backbone {
 }
 
 impl Backbone {
-    fn is_heavy(self) -> bool {
+    pub(crate) fn is_heavy(self) -> bool {
         matches!(
             self,
             Self::BertLarge | Self::RobertaLarge | Self::DebertaV3Large
@@ -31,23 +34,23 @@ impl Backbone {
 #[hpo::search_space]
 #[constraint(if model.is_heavy() { batch_size <= 16, max_len <= 384, grad_accum <= 4 })]
 #[derive(Debug, Clone, PartialEq)]
-struct Criteria {
+pub(crate) struct Criteria {
     #[param(choice)]
-    model: Backbone,
+    pub(crate) model: Backbone,
     #[param(float(1e-6..=5e-4, log))]
-    lr: f64,
+    pub(crate) lr: f64,
     #[param(choice(8, 12, 16, 24, 32, 48, 64))]
-    batch_size: usize,
+    pub(crate) batch_size: usize,
     #[param(int(128..=512, step = 32))]
-    max_len: usize,
+    pub(crate) max_len: usize,
     #[param(int(1..=8))]
-    grad_accum: usize,
+    pub(crate) grad_accum: usize,
     #[param(int(0..=3))]
-    head_layers: usize,
+    pub(crate) head_layers: usize,
     #[param(int(64..=1024, log), active_if = head_layers > 0)]
-    head_hidden: Option<usize>,
+    pub(crate) head_hidden: Option<usize>,
     #[param(fixed = 100)]
-    epochs: usize,
+    pub(crate) epochs: usize,
 }
 // ANCHOR_END: criteria
 
@@ -68,6 +71,8 @@ fn main() -> anyhow::Result<()> {
     // ANCHOR_END: describe
 
     // ANCHOR: study
+    // Constraints that contradict each other are found here, before any trial.
+    Criteria::check()?;
     let study = Study::builder()
         .direction(Direction::Minimize)
         .sampler(RandomSampler::seeded(7))

@@ -7,7 +7,7 @@
 use crate::attr::{self, ConstraintAttr, KindAttr, LitChoice, LitValue, RangeSpec, Sp};
 use crate::ctxt::Ctxt;
 use crate::symbol::*;
-use crate::ty::{option_inner, Prim};
+use crate::ty::{float_max, option_inner, Prim};
 use quote::ToTokens;
 use syn::{Expr, Fields, Ident, ItemStruct, Type};
 
@@ -71,6 +71,16 @@ impl<'a> Input<'a> {
         for a in &item.attrs {
             if a.path().is_ident(CONSTRAINT) {
                 constraints.extend(attr::parse_constraint(cx, a));
+            } else if is_search_space(a) {
+                cx.error_spanned_by(
+                    a,
+                    format!("duplicate #[{SEARCH_SPACE}]: the struct is already a search space; remove this one"),
+                );
+            } else if let Some(name) = typo_of(a, CONSTRAINT) {
+                cx.error_spanned_by(
+                    a.path(),
+                    format!("unknown attribute `{name}`; did you mean `#[{CONSTRAINT}(if <condition> {{ .. }})]`?"),
+                );
             }
         }
         let fields = match &item.fields {
@@ -118,6 +128,19 @@ impl<'a> Field<'a> {
             .iter()
             .filter(|a| a.path().is_ident(PARAM))
             .collect();
+        // A misspelt `#[param]` is the field's one error: reported here,
+        // removed from the output (so rustc does not report it again), and no
+        // "has no #[param]" on top.
+        let mut misspelt = false;
+        for a in &f.attrs {
+            if let Some(name) = typo_of(a, PARAM) {
+                cx.error_spanned_by(
+                    a.path(),
+                    format!("unknown attribute `{name}`; did you mean `#[{PARAM}(..)]`?"),
+                );
+                misspelt = true;
+            }
+        }
         for dup in params.iter().skip(1) {
             cx.error_spanned_by(
                 dup,
@@ -137,7 +160,15 @@ impl<'a> Field<'a> {
             kind: None,
             active_if: None,
         };
+        if params.len() > 1 {
+            // The split attribute is the problem; what either half says alone
+            // (a kind without its `active_if`) would only mislead.
+            return Some(field);
+        }
         let Some(attr) = params.first() else {
+            if misspelt {
+                return Some(field);
+            }
             cx.error_spanned_by(
                 ident,
                 format!(
@@ -180,7 +211,8 @@ impl<'a> Field<'a> {
                     "a fixed field is never sampled, so it cannot have `active_if`",
                 );
             }
-            (None, true, true) => {
+            // A misspelt `active_if` key is already reported; say nothing more.
+            (None, true, true) if parsed.clean => {
                 cx.error_spanned_by(
                     &f.ty,
                     format!(
@@ -200,6 +232,20 @@ impl<'a> Field<'a> {
         field.kind = check_kind(cx, &field, kind);
         Some(field)
     }
+}
+
+/// The attribute's name, when it is a near miss of `target`.
+pub fn typo_of(a: &syn::Attribute, target: &str) -> Option<String> {
+    let id = a.path().get_ident()?.to_string();
+    is_typo_of(&id, target).then_some(id)
+}
+
+/// Whether `a` is `#[search_space]` or `#[some::path::search_space]`.
+pub fn is_search_space(a: &syn::Attribute) -> bool {
+    a.path()
+        .segments
+        .last()
+        .is_some_and(|s| s.ident == SEARCH_SPACE)
 }
 
 /// Checks a kind against the field's type and its own parameters.
@@ -225,7 +271,7 @@ fn check_kind(cx: &Ctxt, f: &Field, kind: Sp<KindAttr>) -> Option<Kind> {
                 wrong(FLOAT, hint);
                 return None;
             }
-            check_float(cx, &spec).then_some(Kind::Float(spec))
+            check_float(cx, f, &spec).then_some(Kind::Float(spec))
         }
         KindAttr::Int(spec) => {
             if !matches!(f.prim, Prim::Int { .. } | Prim::Other) {
@@ -304,12 +350,33 @@ fn check_kind(cx: &Ctxt, f: &Field, kind: Sp<KindAttr>) -> Option<Kind> {
     }
 }
 
-fn check_float(cx: &Ctxt, s: &RangeSpec) -> bool {
+fn check_float(cx: &Ctxt, f: &Field, s: &RangeSpec) -> bool {
     let (low, high) = (s.low.float, s.high.float);
     let mut ok = true;
     if !(low.is_finite() && high.is_finite()) {
         cx.error_spanned_by(&s.range, "float bounds must be finite");
         return false;
+    }
+    if let Some(max) = float_max(f.inner) {
+        let ty = f.inner.to_token_stream();
+        let shown = if max == f64::from(f32::MAX) {
+            format!("{:e}", f32::MAX)
+        } else {
+            format!("{max:e}")
+        };
+        for n in [&s.low, &s.high] {
+            if n.float.abs() > max {
+                let v = n.expr.to_token_stream().to_string().replace(' ', "");
+                cx.error_spanned_by(
+                    &n.expr,
+                    format!(
+                        "{v} does not fit in `{ty}` (largest finite value {shown}): the field would \
+                         read infinity while the study stores {v}; use `f64` or a bound within range"
+                    ),
+                );
+                ok = false;
+            }
+        }
     }
     if low >= high {
         cx.error_spanned_by(

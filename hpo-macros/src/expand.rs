@@ -37,8 +37,11 @@ pub fn expand(input: &Input) -> TokenStream {
                 }
             }
         });
+    let asserts = input.fields.iter().map(|f| range_asserts(f, &p));
     quote! {
         #item
+
+        #(#asserts)*
 
         #[automatically_derived]
         impl #ident {
@@ -78,13 +81,19 @@ pub fn expand(input: &Input) -> TokenStream {
     }
 }
 
-/// The struct as the user wrote it, minus `#[constraint]` and `#[param]`.
+/// The struct as the user wrote it, minus `#[constraint]` and `#[param]`
+/// (and their misspellings, or a second `#[search_space]`, which are
+/// reported by the macro already).
 pub fn stripped(item: &syn::ItemStruct) -> syn::ItemStruct {
+    use crate::ast::{is_search_space, typo_of};
+    use crate::symbol::{CONSTRAINT, PARAM};
     let mut item = item.clone();
-    item.attrs
-        .retain(|a| !a.path().is_ident(crate::symbol::CONSTRAINT));
+    item.attrs.retain(|a| {
+        !a.path().is_ident(CONSTRAINT) && !is_search_space(a) && typo_of(a, CONSTRAINT).is_none()
+    });
     for f in item.fields.iter_mut() {
-        f.attrs.retain(|a| !a.path().is_ident(crate::symbol::PARAM));
+        f.attrs
+            .retain(|a| !a.path().is_ident(PARAM) && typo_of(a, PARAM).is_none());
     }
     item
 }
@@ -103,11 +112,11 @@ fn narrow_var(f: &Field) -> syn::Ident {
 }
 
 /// The hidden associated function that captures an enum field's variants.
-fn variants_fn(f: &Field) -> syn::Ident {
+pub fn variants_fn(f: &Field) -> syn::Ident {
     format_ident!("__hpo_variants_{}", f.ident.unraw())
 }
 
-fn choices_var(f: &Field) -> syn::Ident {
+pub fn choices_var(f: &Field) -> syn::Ident {
     format_ident!("__hpo_choices_{}", f.ident.unraw())
 }
 
@@ -120,7 +129,7 @@ fn is_target(input: &Input, f: &Field) -> bool {
 }
 
 /// `-x` as a minus token and a positive literal (robust in every compiler).
-fn float_lit(x: f64) -> TokenStream {
+pub fn float_lit(x: f64) -> TokenStream {
     let lit = Literal::f64_suffixed(x.abs());
     if x.is_sign_negative() {
         quote!(-#lit)
@@ -142,7 +151,7 @@ fn int_lit(x: i128) -> TokenStream {
 }
 
 /// A literal rendered for a field of type `prim` (integers become floats for float fields).
-fn typed_lit(prim: Prim, e: &Expr) -> TokenStream {
+pub fn typed_lit(prim: Prim, e: &Expr) -> TokenStream {
     match (prim, lit_value(e)) {
         (Prim::Float, Some(LitValue::Int(i))) => {
             let lit = Literal::f64_unsuffixed((i as f64).abs());
@@ -161,7 +170,7 @@ fn typed_lit(prim: Prim, e: &Expr) -> TokenStream {
 }
 
 /// `let __hpo_choices_x: [T; N] = [..];` for literal and bool fields.
-fn choices_decl(f: &Field) -> TokenStream {
+pub fn choices_decl(f: &Field) -> TokenStream {
     let var = choices_var(f);
     let inner = f.inner;
     match &f.kind {
@@ -196,6 +205,58 @@ fn int_dist(p: &TokenStream, spec: &crate::attr::RangeSpec) -> TokenStream {
     quote!(#p::runtime::int_dist(#lo, #hi, #log, #step))
 }
 
+/// For a range field whose type the macro cannot see (an alias), `const`
+/// assertions that the bounds fit the type, each at the bound's tokens, so
+/// what compiles never fails at run time with "does not fit its field".
+fn range_asserts(f: &Field, p: &TokenStream) -> TokenStream {
+    if f.prim != Prim::Other {
+        return TokenStream::new();
+    }
+    let inner = f.inner;
+    let ty = inner.to_token_stream().to_string().replace(' ', "");
+    let name = f.ident.unraw().to_string();
+    let mut out = TokenStream::new();
+    match &f.kind {
+        Some(Kind::Float(spec)) => {
+            for n in [&spec.low, &spec.high] {
+                let v = float_lit(n.float.abs());
+                let shown = n.expr.to_token_stream().to_string().replace(' ', "");
+                let msg = format!(
+                    "the bound {shown} of `{name}` does not fit its type `{ty}`: the field would read \
+                     infinity while the study stores {shown}; use `f64` or a bound within range"
+                );
+                out.extend(quote_spanned! {n.expr.span()=>
+                    const _: () = ::core::assert!(
+                        #v <= <#inner as #p::runtime::FloatValue>::MAX,
+                        #msg
+                    );
+                });
+            }
+        }
+        Some(Kind::Int(spec)) => {
+            for (n, low) in [(&spec.low, true), (&spec.high, false)] {
+                let Some(i) = n.int else { continue };
+                let v = Literal::i128_suffixed(i);
+                let shown = n.expr.to_token_stream().to_string().replace(' ', "");
+                let msg = format!(
+                    "the bound {shown} of `{name}` does not fit its type `{ty}`: every trial \
+                     sampling it would fail; change the range or the type"
+                );
+                let cond = if low {
+                    quote_spanned!(n.expr.span()=> <#inner as #p::runtime::IntValue>::MIN <= #v)
+                } else {
+                    quote_spanned!(n.expr.span()=> #v <= <#inner as #p::runtime::IntValue>::MAX)
+                };
+                out.extend(quote_spanned! {n.expr.span()=>
+                    const _: () = ::core::assert!(#cond, #msg);
+                });
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
 fn sample_body(input: &Input, p: &TokenStream) -> TokenStream {
     let mut body = TokenStream::new();
     for f in &input.fields {
@@ -205,13 +266,16 @@ fn sample_body(input: &Input, p: &TokenStream) -> TokenStream {
             body.extend(quote!(let mut #n = #p::runtime::Narrow::new();));
         }
     }
-    // A constraint is evaluated as soon as every field its condition reads is bound.
+    // A constraint is evaluated as soon as every field its condition and its
+    // narrowing values (`width <= max_width`) read is bound.
     let ready: Vec<usize> = input
         .constraints
         .iter()
         .map(|c| {
-            crate::valid::read_fields(input, &c.cond)
-                .into_iter()
+            let values = c.rules.iter().flat_map(|r| &r.values);
+            std::iter::once(&c.cond)
+                .chain(values)
+                .flat_map(|e| crate::valid::read_fields(input, e))
                 .map(|i| i + 1)
                 .max()
                 .unwrap_or(0)
@@ -264,7 +328,7 @@ fn sample_body(input: &Input, p: &TokenStream) -> TokenStream {
                 quote!(#p::runtime::choose_enum(__hpo_trial, #name, Self::#v(), #narrow)?)
             }
             Some(Kind::Fixed(e)) => e.to_token_stream(),
-            Some(Kind::Default) => quote!(::core::default::Default::default()),
+            Some(Kind::Default) => default_value(f),
             None => quote!(::core::unreachable!()),
         };
         let value = optional(f, value, p);
@@ -273,6 +337,13 @@ fn sample_body(input: &Input, p: &TokenStream) -> TokenStream {
     let idents = input.fields.iter().map(|f| f.ident);
     body.extend(quote!(#p::Result::Ok(Self { #(#idents),* })));
     body
+}
+
+/// `Default::default()` spanned at the field's type, so a type without
+/// `Default` is reported at the field, not at the macro.
+pub fn default_value(f: &Field) -> TokenStream {
+    let ty = f.ty;
+    quote_spanned!(ty.span()=> <#ty as ::core::default::Default>::default())
 }
 
 fn optional(f: &Field, value: TokenStream, p: &TokenStream) -> TokenStream {
@@ -395,7 +466,7 @@ fn from_params_body(input: &Input, p: &TokenStream, ty_name: &str) -> TokenStrea
                 quote!(#p::runtime::get_enum(__hpo_params, #ty_name, #name, Self::#v())?)
             }
             Some(Kind::Fixed(e)) => e.to_token_stream(),
-            Some(Kind::Default) => quote!(::core::default::Default::default()),
+            Some(Kind::Default) => default_value(f),
             None => quote!(::core::unreachable!()),
         };
         let value = optional(f, value, p);
@@ -452,5 +523,13 @@ fn describe_body(input: &Input, p: &TokenStream, ty_name: &str) -> TokenStream {
         let t = &c.text;
         chain = quote!(#chain.constraint(#t));
     }
-    chain
+    let checks = crate::startup::checks(input, p);
+    if checks.is_empty() {
+        return chain;
+    }
+    quote! {
+        let mut __hpo_d = #chain;
+        #checks
+        __hpo_d
+    }
 }

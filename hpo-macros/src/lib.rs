@@ -17,8 +17,10 @@
 //!   choices, `active_if` against `Option`);
 //! * `valid.rs` holds only the rules between fields (conditions read earlier
 //!   fields; narrowings can hold);
-//! * `expand.rs` generates the impl; `fallback.rs` is what is emitted beside
-//!   the errors, so the user sees our errors and not a cascade.
+//! * `expand.rs` generates the impl, and `startup.rs` the start-up search
+//!   for contradictions that depend on the user's condition code;
+//!   `fallback.rs` is what is emitted beside the errors, so the user sees our
+//!   errors and not a cascade.
 //!
 //! Every mistake is collected in a `Ctxt` and reported in one compile, each at
 //! the tokens the user must change. The struct itself is emitted unchanged
@@ -31,6 +33,7 @@ mod choice;
 mod ctxt;
 mod expand;
 mod fallback;
+mod startup;
 mod symbol;
 mod text;
 mod ty;
@@ -153,6 +156,122 @@ mod tests {
         assert!(
             out.contains("my :: engine :: __private :: SearchSpace"),
             "{out}"
+        );
+    }
+
+    #[test]
+    fn a_start_up_search_is_generated_only_for_constraints_under_different_conditions() {
+        let apart = quote! {
+            #[constraint(if small { width <= 64 })]
+            #[constraint(if tight { width >= 128 })]
+            struct S {
+                #[param(bool)] small: bool,
+                #[param(bool)] tight: bool,
+                #[param(int(8..=256))] width: u32,
+            }
+        };
+        let out = expand_search_space(quote!(), apart).to_string();
+        assert!(!out.contains("compile_error"), "{out}");
+        assert_eq!(out.matches("'__hpo_search :").count(), 1, "{out}");
+        assert!(out.contains("problem"), "{out}");
+        assert_eq!(
+            out.matches(":: hpo :: __private").count(),
+            out.matches(":: hpo ::").count(),
+            "{out}"
+        );
+        // Compatible narrowings need no search; a float condition cannot be searched.
+        let compatible = quote! {
+            #[constraint(if small { width <= 64 })]
+            #[constraint(if tight { width >= 32 })]
+            struct S {
+                #[param(bool)] small: bool,
+                #[param(bool)] tight: bool,
+                #[param(int(8..=256))] width: u32,
+            }
+        };
+        let out = expand_search_space(quote!(), compatible).to_string();
+        assert!(!out.contains("__hpo_search"), "{out}");
+        let float = quote! {
+            #[constraint(if lr > 0.01 { width <= 64 })]
+            #[constraint(if tight { width >= 128 })]
+            struct S {
+                #[param(float(0.001..=0.1))] lr: f64,
+                #[param(bool)] tight: bool,
+                #[param(int(8..=256))] width: u32,
+            }
+        };
+        let out = expand_search_space(quote!(), float).to_string();
+        assert!(
+            !out.contains("compile_error") && !out.contains("__hpo_search"),
+            "{out}"
+        );
+    }
+
+    /// The messages of the compile errors an expansion reports.
+    fn errors(input: proc_macro2::TokenStream) -> Vec<String> {
+        use proc_macro2::TokenTree;
+        let out: Vec<TokenTree> = expand_search_space(quote!(), input).into_iter().collect();
+        out.windows(3)
+            .filter_map(|w| match w {
+                [TokenTree::Ident(id), TokenTree::Punct(_), TokenTree::Group(g)]
+                    if id == "compile_error" =>
+                {
+                    syn::parse2::<syn::LitStr>(g.stream())
+                        .ok()
+                        .map(|l| l.value())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn contradictions_under_one_condition_are_errors_for_every_kind() {
+        let space = |rules: proc_macro2::TokenStream| {
+            quote! {
+                #[constraint(if heavy { #rules })]
+                struct S {
+                    #[param(bool)] heavy: bool,
+                    #[param(choice)] model: Backbone,
+                    #[param(float(1e-5..=1e-1, log))] lr: f64,
+                    #[param(choice("a", "b", "c"))] name: String,
+                }
+            }
+        };
+        for rules in [
+            quote!(model == Backbone::A, model in [Backbone::B, Backbone::C]),
+            quote!(lr <= 0.001, lr >= 0.01),
+            quote!(name in ["a", "b"], name == "c"),
+        ] {
+            let errs = errors(space(rules.clone()));
+            assert_eq!(errs.len(), 1, "{rules}: {errs:?}");
+            assert!(errs[0].contains("contradicts"), "{errs:?}");
+        }
+        for rules in [
+            quote!(model in [Backbone::A, Backbone::B], model == Backbone::B),
+            quote!(lr <= 0.01, lr >= 0.01),
+            quote!(name in ["a", "b"], name == "b"),
+        ] {
+            let errs = errors(space(rules.clone()));
+            assert!(errs.is_empty(), "{rules}: {errs:?}");
+        }
+    }
+
+    #[test]
+    fn a_cycle_through_a_constraint_is_named_as_one() {
+        let errs = errors(quote! {
+            #[constraint(if hidden.is_some() { wide == true })]
+            struct S {
+                #[param(bool)] wide: bool,
+                #[param(int(1..=4), active_if = wide)] hidden: Option<u32>,
+            }
+        });
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].contains("cycle (`wide` -> `hidden` -> `wide`)")
+                && errs[0].contains("(a constraint)")
+                && errs[0].contains("(its `active_if`)"),
+            "{errs:?}"
         );
     }
 

@@ -2,7 +2,8 @@
 //!
 //! Only primitive names are recognised (`usize`, `f64`, `bool`, `String`,
 //! `Option<T>`); anything else (an enum, an alias) is `Other`, and the
-//! compiler's trait checks on the generated code take over for it.
+//! compiler's trait checks on the generated code take over for it, with
+//! `const` assertions that a range's bounds fit the type.
 
 use syn::{GenericArgument, PathArguments, Type};
 
@@ -69,6 +70,21 @@ impl Prim {
             }
             _ => Prim::Other,
         }
+    }
+}
+
+/// The largest finite value of a float field type the macro can see (`f32`,
+/// `f64`); `None` for anything else (an alias is checked by a generated
+/// `const` assertion instead).
+pub fn float_max(ty: &Type) -> Option<f64> {
+    match ty {
+        Type::Paren(p) => float_max(&p.elem),
+        Type::Group(g) => float_max(&g.elem),
+        _ => match last_ident(ty)?.as_str() {
+            "f32" => Some(f64::from(f32::MAX)),
+            "f64" => Some(f64::MAX),
+            _ => None,
+        },
     }
 }
 

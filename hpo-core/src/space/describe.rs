@@ -1,6 +1,7 @@
 //! A human-readable description of a search space.
 
 use crate::distribution::Distribution;
+use crate::error::Error;
 use std::fmt;
 
 /// What one field of a search space is.
@@ -51,8 +52,11 @@ pub struct SpaceDescription {
     pub params: Vec<ParamDescription>,
     /// The struct's constraints, as written.
     pub constraints: Vec<String>,
-    /// Distributions that could not be built (the macro checks them at
-    /// compile time, so this is empty unless the space was written by hand).
+    /// What makes the space unusable: distributions that could not be built
+    /// (the macro checks them at compile time, so only in a space written by
+    /// hand), and constraints that contradict each other when their
+    /// conditions can hold together (found by the macro's start-up search).
+    /// [`SpaceDescription::check`] turns them into an error.
     pub problems: Vec<String>,
 }
 
@@ -103,6 +107,26 @@ impl SpaceDescription {
         self
     }
 
+    /// Records a problem that makes the space unusable.
+    pub fn problem(mut self, message: &str) -> Self {
+        self.problems.push(message.to_owned());
+        self
+    }
+
+    /// `Ok` when the space has no [`SpaceDescription::problems`]; otherwise an
+    /// [`Error::InvalidConfig`] naming every problem (for example both
+    /// constraints of a contradiction), to report before the first trial.
+    pub fn check(&self) -> crate::Result<()> {
+        if self.problems.is_empty() {
+            return Ok(());
+        }
+        Err(Error::InvalidConfig(format!(
+            "search space `{}`: {}",
+            self.name,
+            self.problems.join("; ")
+        )))
+    }
+
     /// The description of the parameter `name`, if there is one.
     pub fn param(&self, name: &str) -> Option<&ParamDescription> {
         self.params.iter().find(|p| p.name == name)
@@ -146,5 +170,24 @@ impl fmt::Display for SpaceDescription {
             writeln!(f, "invalid: {p}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_fails_naming_every_problem_and_passes_without_one() {
+        let ok = SpaceDescription::new("S").constraint("if a { x <= 1 }");
+        assert!(ok.check().is_ok());
+        let bad = ok.problem("first").problem("second");
+        let err = bad.check().unwrap_err();
+        assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "invalid configuration: search space `S`: first; second"
+        );
+        assert!(bad.to_string().contains("invalid: first\ninvalid: second"));
     }
 }

@@ -22,6 +22,11 @@
 //! * [`SearchSpace::from_params`] rebuilds the typed configuration of any
 //!   stored trial: `Criteria::from_params(&study.best_trial()?.params())`.
 //!
+//! [`SearchSpace::check`], called once before the first trial, reports
+//! constraints that contradict each other whenever their conditions hold
+//! together (the macro makes the contradictions it can see compile errors,
+//! and generates a search for the rest, whose findings `describe` lists).
+//!
 //! Enumerations become categorical parameters through [`ChoiceEnum`]
 //! (`#[derive(hpo::Choice)]`): their unit variants are the choices, stored by
 //! name.
@@ -56,6 +61,20 @@ pub trait SearchSpace: Sized {
 
     /// The space's parameters, distributions and constraints.
     fn describe() -> SpaceDescription;
+
+    /// Checks the space once, before the first trial: `Err` naming both
+    /// constraints when two of them contradict each other whenever their
+    /// conditions hold together (so those trials could only be infeasible).
+    /// Contradictions within one condition are compile errors already; this
+    /// finds those that depend on condition code, from
+    /// [`SpaceDescription::problems`].
+    ///
+    /// ```ignore
+    /// Criteria::check()?; // at start-up, before `study.optimize(..)`
+    /// ```
+    fn check() -> Result<()> {
+        Self::describe().check()
+    }
 
     /// The searched parameters of this configuration by name; inactive
     /// optional parameters and fixed fields are left out, as `sample` never

@@ -185,6 +185,11 @@ pub fn variants<T: super::ChoiceEnum>() -> Variants<T> {
     }
 }
 
+/// Every variant, in declaration order (for the start-up contradiction check).
+pub fn variants_all<T>(variants: Variants<T>) -> impl Iterator<Item = T> {
+    (0..variants.all.len()).filter_map(variants.from_index)
+}
+
 /// Samples an enum field.
 pub fn choose_enum<T>(
     trial: &mut Trial,
@@ -334,6 +339,9 @@ pub fn enum_param<T>(v: &T, variants: Variants<T>) -> ParamValue {
     label = "`float(..)` needs an `f32` or `f64` field"
 )]
 pub trait FloatValue: Sized {
+    /// The largest finite value, as f64 (the macro asserts at compile time
+    /// that a declared range fits, also for types reached through an alias).
+    const MAX: f64;
     /// Widens to f64.
     fn to_f64(&self) -> f64;
     /// Narrows from f64 (to the nearest representable value).
@@ -341,6 +349,7 @@ pub trait FloatValue: Sized {
 }
 
 impl FloatValue for f64 {
+    const MAX: f64 = f64::MAX;
     fn to_f64(&self) -> f64 {
         *self
     }
@@ -350,6 +359,7 @@ impl FloatValue for f64 {
 }
 
 impl FloatValue for f32 {
+    const MAX: f64 = f32::MAX as f64;
     fn to_f64(&self) -> f64 {
         // Through the shortest decimal form, so 0.1f32 is stored as 0.1.
         self.to_string().parse().unwrap_or(f64::from(*self))
@@ -365,6 +375,11 @@ impl FloatValue for f32 {
     label = "`int(..)` needs an integer field such as `usize` or `i64`"
 )]
 pub trait IntValue: Sized {
+    /// The smallest value (the macro asserts at compile time that a declared
+    /// range fits, also for types reached through an alias).
+    const MIN: i128;
+    /// The largest value, saturated to `i128::MAX`.
+    const MAX: i128;
     /// Converts to i64, saturating.
     fn to_i64(&self) -> i64;
     /// Converts from i64, if it fits.
@@ -374,6 +389,12 @@ pub trait IntValue: Sized {
 macro_rules! int_value {
     ($($t:ty),*) => {$(
         impl IntValue for $t {
+            const MIN: i128 = <$t>::MIN as i128;
+            const MAX: i128 = if (<$t>::MAX as u128) > (i128::MAX as u128) {
+                i128::MAX
+            } else {
+                <$t>::MAX as i128
+            };
             fn to_i64(&self) -> i64 {
                 i64::try_from(*self).unwrap_or(if *self > 0 as $t { i64::MAX } else { i64::MIN })
             }
@@ -439,5 +460,15 @@ mod tests {
         assert_eq!(u64::MAX.to_i64(), i64::MAX);
         assert_eq!(i128::MIN.to_i64(), i64::MIN);
         assert_eq!(FloatValue::to_f64(&0.1f32), 0.1);
+    }
+
+    #[test]
+    fn type_limits_for_the_compile_time_range_checks() {
+        assert_eq!(<u8 as IntValue>::MAX, 255);
+        assert_eq!(<i8 as IntValue>::MIN, -128);
+        assert_eq!(<u128 as IntValue>::MAX, i128::MAX);
+        assert_eq!(<i128 as IntValue>::MIN, i128::MIN);
+        assert_eq!(<f32 as FloatValue>::MAX, f64::from(f32::MAX));
+        assert_eq!(<f64 as FloatValue>::MAX, f64::MAX);
     }
 }

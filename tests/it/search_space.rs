@@ -1,9 +1,8 @@
-//! Behaviour of `#[hpo::search_space]`: constraints hold for every sampled
+//! Behaviour of `#[hpo::search_space]`, on the `Criteria` space of
+//! `examples/search_space.rs`: constraints hold for every sampled
 //! configuration, optional parameters follow their conditions, configurations
 //! round-trip through parameters and enqueued trials, and a sampler learns a
 //! constrained space.
-
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use hpo::{
     Direction, FailureKind, ParamKind, ParamValue, RandomSampler, SearchSpace, Study, TpeSampler,
@@ -11,54 +10,13 @@ use hpo::{
 };
 use std::collections::BTreeMap;
 
-// ANCHOR: criteria
-#[derive(Debug, Clone, Copy, PartialEq, hpo::Choice)]
-enum Backbone {
-    BertBase,
-    RobertaBase,
-    DebertaV3Base,
-    BertLarge,
-    RobertaLarge,
-    DebertaV3Large,
-}
+// The space of the example and the book, compiled here as a module (its
+// `main` and stand-in training function are unused in this binary).
+#[path = "../../examples/search_space.rs"]
+#[allow(dead_code)]
+mod example;
 
-impl Backbone {
-    fn is_heavy(self) -> bool {
-        matches!(
-            self,
-            Self::BertLarge | Self::RobertaLarge | Self::DebertaV3Large
-        )
-    }
-}
-
-#[hpo::search_space]
-#[constraint(if model.is_heavy() { batch_size <= 16, max_len <= 384, grad_accum <= 4 })]
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-struct Criteria {
-    #[param(choice)]
-    model: Backbone,
-    #[param(float(1e-6..=5e-4, log))]
-    lr: f64,
-    #[param(choice(8, 12, 16, 24, 32, 48, 64))]
-    batch_size: usize,
-    #[param(int(128..=512, step = 32))]
-    max_len: usize,
-    #[param(int(1..=8))]
-    grad_accum: usize,
-    #[param(int(0..=3))]
-    head_layers: usize,
-    #[param(int(64..=1024, log), active_if = head_layers > 0)]
-    head_hidden: Option<usize>,
-    #[param(fixed = 100)]
-    epochs: usize,
-}
-// ANCHOR_END: criteria
-
-impl serde::Serialize for Backbone {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(hpo::ChoiceEnum::name(self))
-    }
-}
+use example::{Backbone, Criteria};
 
 fn random_study(seed: u64) -> Study {
     Study::builder()
@@ -236,7 +194,8 @@ fn the_description_lists_fields_and_constraints() {
 }
 
 /// Every field kind, with narrowings of each form, including two rules that
-/// can contradict each other at run time.
+/// contradict each other when `small` and `tight` are both true: reported at
+/// start-up (`check`), and an Infeasible trial naming both when sampled.
 #[derive(Debug, Clone, Copy, PartialEq, hpo::Choice)]
 enum Opt {
     Adam,
@@ -342,6 +301,121 @@ fn every_field_kind_samples_within_its_narrowed_support() {
     );
 }
 
+#[test]
+fn contradicting_constraints_are_found_at_start_up_naming_both() {
+    // `small` and `tight` can both be true, and then `width` has no value:
+    // found by `describe()`/`check()` before any trial, not trial by trial.
+    let d = Everything::describe();
+    assert_eq!(d.problems.len(), 1, "{:?}", d.problems);
+    let problem = &d.problems[0];
+    assert!(
+        problem.contains("if small { width <= 64, ratio <= 0.25")
+            && problem.contains("if tight { width >= 128 }")
+            && problem.contains("`width`"),
+        "{problem}"
+    );
+    assert!(d.to_string().contains("invalid: constraints `if small"));
+    let err = Everything::check().unwrap_err();
+    assert!(matches!(err, hpo::Error::InvalidConfig(_)), "{err:?}");
+    assert!(err.to_string().contains("`Everything`"), "{err}");
+    assert!(Criteria::check().is_ok());
+}
+
+/// Same narrowings as `Everything`'s, but a third constraint rules out the
+/// combination in which they would contradict.
+#[hpo::search_space]
+#[constraint(if small { tight == false })]
+#[constraint(if small { width <= 64 })]
+#[constraint(if tight { width >= 128 })]
+#[derive(Debug)]
+struct Exclusive {
+    #[param(bool)]
+    small: bool,
+    #[param(bool)]
+    tight: bool,
+    #[param(int(8..=256))]
+    width: u32,
+}
+
+/// As `Exclusive`, with the ruling-out narrowing's value read from a field.
+#[hpo::search_space]
+#[constraint(if small { tight == never })]
+#[constraint(if small { width <= 64 })]
+#[constraint(if tight { width >= 128 })]
+#[derive(Debug)]
+struct ValueFromField {
+    #[param(bool)]
+    small: bool,
+    #[param(fixed = false)]
+    never: bool,
+    #[param(bool)]
+    tight: bool,
+    #[param(int(8..=256))]
+    width: u32,
+}
+
+/// Conditions over an integer range: they overlap only when `overlap` is
+/// set (at `depth == 2`), through an optional field's activation.
+#[hpo::search_space]
+#[constraint(if depth >= 3 { width <= 64 })]
+#[constraint(if depth <= 1 { width >= 128 })]
+#[constraint(if extra == Some(2) { width >= 200 })]
+#[derive(Debug)]
+struct ByDepth {
+    #[param(int(0..=4))]
+    depth: u8,
+    #[param(bool)]
+    overlap: bool,
+    #[param(choice(1, 2), active_if = overlap && depth >= 3)]
+    extra: Option<u8>,
+    #[param(int(8..=256))]
+    width: u32,
+}
+
+#[test]
+fn constraints_that_cannot_apply_together_are_not_reported() {
+    assert!(Exclusive::describe().problems.is_empty());
+    Exclusive::check().unwrap();
+    ValueFromField::check().unwrap();
+    // ... and sampling reads the value from the field: never both.
+    let study = random_study(2);
+    for _ in 0..100 {
+        let (c, trial): (ValueFromField, _) = sample_one(&study);
+        assert!(!c.never, "{c:?}");
+        assert!(!(c.small && c.tight), "{c:?}");
+        study.tell(trial, 0.0).unwrap();
+    }
+    // `depth >= 3` and `depth <= 1` never hold together; `extra == Some(2)`
+    // with `depth >= 3` does (overlap = true, depth = 3), and is reported.
+    let d = ByDepth::describe();
+    assert_eq!(d.problems.len(), 1, "{:?}", d.problems);
+    assert!(
+        d.problems[0].contains("if depth >= 3 { width <= 64 }")
+            && d.problems[0].contains("if extra == Some(2) { width >= 200 }"),
+        "{:?}",
+        d.problems
+    );
+    // Sampling agrees: the reported combination is infeasible, the others run.
+    let study = random_study(1);
+    let (mut infeasible, mut complete) = (0, 0);
+    for _ in 0..300 {
+        let mut trial = study.ask().unwrap();
+        match ByDepth::sample(&mut trial) {
+            Ok(c) => {
+                assert!(!(c.depth >= 3 && c.extra == Some(2)), "{c:?}");
+                complete += 1;
+                study.tell(trial, 0.0).unwrap();
+            }
+            Err(e) => {
+                assert!(matches!(e, TrialError::Infeasible(_)), "{e}");
+                infeasible += 1;
+                study.tell(trial, Err::<f64, _>(e)).unwrap();
+            }
+        }
+    }
+    assert!(infeasible > 0 && complete > 200, "{infeasible} {complete}");
+}
+
 /// A toy objective over the constrained space: the optimum is a heavy model
 /// (which the constraint forces to small batches) with lr near 1e-4.
 fn toy(c: &Criteria) -> f64 {
@@ -405,13 +479,13 @@ mod reexport {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, hpo::Choice)]
-#[choice(crate = "crate::reexport::engine")]
+#[choice(crate = "crate::search_space::reexport::engine")]
 enum Act {
     Relu,
     Gelu,
 }
 
-#[hpo::search_space(crate = "crate::reexport::engine")]
+#[hpo::search_space(crate = "crate::search_space::reexport::engine")]
 #[derive(Debug, PartialEq)]
 struct Reexported {
     #[param(choice)]
