@@ -36,6 +36,37 @@ pub fn importances(study: &StudyData) -> Vec<(String, f64)> {
     normalise(raw)
 }
 
+/// Importances as a table, CSV or a JSON object (most important first).
+pub fn render(imp: &[(String, f64)], format: crate::show::Format) -> String {
+    use crate::show::{csv_field, table, Format};
+    match format {
+        Format::Json => {
+            let map: serde_json::Map<String, serde_json::Value> = imp
+                .iter()
+                .map(|(k, v)| (k.clone(), crate::study::finite_json(*v)))
+                .collect();
+            let mut s = serde_json::to_string_pretty(&map).unwrap_or_default();
+            s.push('\n');
+            s
+        }
+        Format::Csv => {
+            let mut s = String::from("param,importance\n");
+            for (k, v) in imp {
+                s.push_str(&format!("{},{}\n", csv_field(k), crate::study::num(*v)));
+            }
+            s
+        }
+        Format::Table => {
+            let mut rows = vec![vec!["param".to_owned(), "importance".to_owned()]];
+            rows.extend(
+                imp.iter()
+                    .map(|(k, v)| vec![crate::study::clean(k), format!("{v:.4}")]),
+            );
+            table(&rows)
+        }
+    }
+}
+
 fn normalise(mut raw: Vec<(String, f64)>) -> Vec<(String, f64)> {
     let sum: f64 = raw.iter().map(|(_, v)| v).sum();
     let n = raw.len() as f64;

@@ -114,6 +114,16 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
+    /// Parameter importance (PED-ANOVA, as Optuna's `PedAnovaImportanceEvaluator`).
+    Importance {
+        /// Storage URL.
+        url: String,
+        /// Study name.
+        study: String,
+        /// Output format (`table` or `json`; `csv` gives `param,importance` rows).
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
     /// One self-contained HTML page: summary, best trial, every plot.
     Report {
         /// Storage URL.
@@ -231,6 +241,11 @@ fn run(cli: Cli) -> Result<()> {
             let data = open::load_study(storage.as_ref(), &url, &study)?;
             let svg = plot::draw(&data, kind)?;
             write_file(&output, svg.as_bytes())
+        }
+        Command::Importance { url, study, format } => {
+            let storage = open::open_read_only(&url)?;
+            let data = open::load_study(storage.as_ref(), &url, &study)?;
+            print(&importance::render(&importance::importances(&data), format))
         }
         Command::Report { url, study, output } => {
             let storage = open::open_read_only(&url)?;
