@@ -67,11 +67,12 @@ fn objective(trial: &mut Trial) -> Result<f64, TrialError> {
     Ok(loss)
 }
 
-/// Writes the hpo fixture database (two studies) at `path`.
-pub fn make_hpo_db(path: &Path) {
+/// Writes the hpo fixture database (two studies) at `path`, the main one
+/// named `name` with its trials run on `jobs` threads.
+pub fn make_hpo_db(path: &Path, name: &str, jobs: usize) {
     let url = format!("sqlite:{}", path.display());
     let study = Study::builder()
-        .name(HPO_STUDY)
+        .name(name)
         .storage_url(url.clone())
         .direction(Direction::Minimize)
         .sampler(TpeSampler::seeded(1))
@@ -89,7 +90,7 @@ pub fn make_hpo_db(path: &Path) {
         .set_user_attr("owner", "<script>alert(3)</script>")
         .unwrap();
     study
-        .optimize_with(Optimize::new().trials(N_TRIALS), objective)
+        .optimize_with(Optimize::new().trials(N_TRIALS).jobs(jobs), objective)
         .unwrap();
 
     let pareto = Study::builder()
@@ -115,7 +116,7 @@ pub fn hpo_db() -> &'static Path {
     DB.get_or_init(|| {
         let dir = tempdir("fixture");
         let p = dir.join("hpo.db");
-        make_hpo_db(&p);
+        make_hpo_db(&p, HPO_STUDY, 1);
         p
     })
 }

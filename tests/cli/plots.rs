@@ -210,7 +210,9 @@ fn book_figures() {
     std::fs::create_dir_all(&out).unwrap();
     let db = out.join("../../../target-book-study.db");
     let _ = std::fs::remove_file(&db);
-    make_hpo_db(&db);
+    // Three threads, so the timeline shows trials running side by side.
+    let name = "curves";
+    make_hpo_db(&db, name, 3);
     for kind in [
         "history",
         "slice",
@@ -221,37 +223,22 @@ fn book_figures() {
         "memory",
     ] {
         let f = out.join(format!("{kind}.svg"));
-        ok(&[
-            "plot",
-            &url(&db),
-            HPO_STUDY,
-            kind,
-            "-o",
-            f.to_str().unwrap(),
-        ]);
+        ok(&["plot", &url(&db), name, kind, "-o", f.to_str().unwrap()]);
     }
     std::fs::write(
         out.join("watch.txt"),
-        ok(&["watch", &url(&db), HPO_STUDY, "--once"]),
+        ok(&["watch", &url(&db), name, "--once"]),
     )
     .unwrap();
     std::fs::write(
         out.join("trials.txt"),
-        ok(&[
-            "trials",
-            &url(&db),
-            HPO_STUDY,
-            "--sort",
-            "value",
-            "--limit",
-            "5",
-        ]),
+        ok(&["trials", &url(&db), name, "--sort", "value", "--limit", "5"]),
     )
     .unwrap();
     std::fs::write(out.join("studies.txt"), ok(&["studies", &url(&db)])).unwrap();
     std::fs::write(
         out.join("importance.txt"),
-        ok(&["importance", &url(&db), HPO_STUDY]),
+        ok(&["importance", &url(&db), name]),
     )
     .unwrap();
     std::fs::remove_file(&db).unwrap();
