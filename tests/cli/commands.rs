@@ -122,7 +122,7 @@ fn best_prints_params_ready_to_paste() {
     // The Pareto front: one trial (two lines) per non-dominated point.
     let out = ok(&["best", &u, PARETO_STUDY]);
     assert!(
-        out.lines().count() >= 4 && out.lines().count() % 2 == 0,
+        out.lines().count() >= 4 && out.lines().count().is_multiple_of(2),
         "{out}"
     );
     // Optuna's study.
@@ -177,4 +177,54 @@ fn copy_moves_a_study_whole_and_refuses_to_overwrite() {
     let err = fails(&["copy", &src, &url(&dst), OPTUNA_STUDY], 1);
     assert!(err.contains("already has a study"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// `hpo watch` refreshing every 0.2 s next to a process writing trials: the
+/// writer never sees a busy database, and the view follows its progress.
+#[test]
+fn watch_does_not_block_a_running_study() {
+    use std::io::Read;
+    let db = copy_of(hpo_db(), "watch-live");
+    let mut watch = std::process::Command::new(assert_cmd::cargo::cargo_bin("hpo"))
+        .args(["watch", &url(&db), PARETO_STUDY, "--interval", "0.2"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let study = hpo::Study::builder()
+        .name(PARETO_STUDY)
+        .storage_url(url(&db))
+        .directions([hpo::Direction::Minimize, hpo::Direction::Minimize])
+        .load_if_exists(true)
+        .build()
+        .unwrap();
+    for _ in 0..20 {
+        study
+            .optimize(1, |t: &mut hpo::Trial| {
+                let x = t.suggest_float("x", 0.0, 1.0)?;
+                std::thread::sleep(std::time::Duration::from_millis(30));
+                Ok::<_, hpo::TrialError>(vec![x, (1.0 - x).powi(2)])
+            })
+            .unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(watch.try_wait().unwrap().is_none(), "watch exited early");
+    watch.kill().unwrap();
+    let _ = watch.wait();
+    let mut out = String::new();
+    watch
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let counts: Vec<usize> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix(&format!("study {PARETO_STUDY}  (")))
+        .filter_map(|l| l.split(' ').next()?.parse().ok())
+        .collect();
+    assert!(counts.len() >= 3, "too few frames: {out}");
+    assert_eq!(counts[0], 12, "{counts:?}");
+    assert_eq!(*counts.last().unwrap(), 32, "{counts:?}");
+    assert!(counts.windows(2).all(|w| w[0] <= w[1]), "{counts:?}");
 }
