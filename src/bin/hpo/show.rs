@@ -45,7 +45,18 @@ pub fn table(rows: &[Vec<String>]) -> String {
 }
 
 /// One CSV field, quoted when needed.
+///
+/// Study data is untrusted and CSV files get opened in spreadsheets: a text
+/// field that starts like a formula (`=`, `+`, `-`, `@`, tab, carriage
+/// return) gets a leading `'` so that it shows as text instead of running
+/// (OWASP's advice on CSV injection). Numbers are left as they are.
 pub fn csv_field(s: &str) -> String {
+    let s = if s.starts_with(['=', '+', '-', '@', '\t', '\r']) && s.parse::<f64>().is_err() {
+        format!("'{s}")
+    } else {
+        s.to_owned()
+    };
+    let s = s.as_str();
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
@@ -301,6 +312,10 @@ mod tests {
         assert_eq!(csv_field("plain"), "plain");
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        // Formulas are defused; negative numbers are not.
+        assert_eq!(csv_field("=HYPERLINK(1)"), "'=HYPERLINK(1)");
+        assert_eq!(csv_field("-1.5e-3"), "-1.5e-3");
+        assert_eq!(csv_field("-inf"), "-inf");
     }
 
     #[test]
