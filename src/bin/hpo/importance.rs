@@ -36,6 +36,17 @@ pub fn importances(study: &StudyData) -> Vec<(String, f64)> {
     normalise(raw)
 }
 
+/// How many complete trials fall in the top quantile (ties aside): PED-ANOVA
+/// needs about 5 for a stable ranking.
+pub fn top_count(study: &StudyData) -> usize {
+    let n = study
+        .trials
+        .iter()
+        .filter(|t| t.state == TrialState::Complete)
+        .count();
+    (TARGET_QUANTILE * n as f64).ceil() as usize
+}
+
 /// Importances as a table, CSV or a JSON object (most important first).
 pub fn render(imp: &[(String, f64)], format: crate::show::Format) -> String {
     use crate::show::{csv_field, table, Format};

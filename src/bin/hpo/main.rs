@@ -245,6 +245,13 @@ fn run(cli: Cli) -> Result<()> {
         Command::Importance { url, study, format } => {
             let storage = open::open_read_only(&url)?;
             let data = open::load_study(storage.as_ref(), &url, &study)?;
+            let top = importance::top_count(&data);
+            if top < 5 {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "note: only {top} complete trial(s) in the top 10%; the ranking is unstable below 5"
+                );
+            }
             print(&importance::render(&importance::importances(&data), format))
         }
         Command::Report { url, study, output } => {
