@@ -130,7 +130,11 @@ pub fn render(data: &StudyData) -> Result<String> {
             let _ = write!(
                 h,
                 "<td>{}</td>",
-                escape(&t.param(n).map(|v| v.to_string()).unwrap_or_default())
+                escape(
+                    &t.param(n)
+                        .map(|v| study::param_cell(&v))
+                        .unwrap_or_default()
+                )
             );
         }
         let _ = writeln!(

@@ -238,7 +238,11 @@ fn rows(data: &StudyData, ts: &[&Arc<FrozenTrial>], terminal: bool) -> Vec<Vec<S
                 .unwrap_or_default(),
         );
         for n in &names {
-            r.push(t.param(n).map(|v| v.to_string()).unwrap_or_default());
+            r.push(
+                t.param(n)
+                    .map(|v| study::param_cell(&v))
+                    .unwrap_or_default(),
+            );
         }
         r.push(
             study::oom_retries(t)

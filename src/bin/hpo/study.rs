@@ -154,6 +154,25 @@ pub fn failure(t: &FrozenTrial) -> Option<String> {
     }
 }
 
+/// A parameter value for a table cell: strings bare (no quotes), numbers
+/// and other choices as printed.
+pub fn param_cell(v: &ParamValue) -> String {
+    match v.as_choice().and_then(|c| c.as_str()) {
+        Some(s) => s.to_owned(),
+        None => v.to_string(),
+    }
+}
+
+/// A duration in seconds, short: `42s`, `3m05s`, `28h10m`.
+pub fn span(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
 /// A parameter value as JSON.
 pub fn param_json(v: &ParamValue) -> Value {
     v.to_json_value()
@@ -253,6 +272,12 @@ mod tests {
     #[test]
     fn units_and_cleaning() {
         assert_eq!(bytes(512.0), "512 B");
+        assert_eq!(span(42.4), "42s");
+        assert_eq!(span(185.0), "3m05s");
+        assert_eq!(span(101_426.0), "28h10m");
+        let s = ParamValue::Choice(hpo::Choice::Str("relu".into()));
+        assert_eq!(param_cell(&s), "relu");
+        assert_eq!(param_cell(&ParamValue::Int(3)), "3");
         assert_eq!(bytes(3.0 * 1024.0 * 1024.0 * 1024.0), "3.0 GiB");
         assert_eq!(clean("a\nb\x1b[31m"), "a\\nb\\u{1b}[31m");
     }

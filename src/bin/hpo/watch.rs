@@ -85,12 +85,7 @@ pub fn render(data: &StudyData, now: DateTime<Utc>) -> String {
     for t in running {
         let elapsed = t
             .datetime_start
-            .map(|d| {
-                format!(
-                    "{:.0}s",
-                    (now - d).num_milliseconds().max(0) as f64 / 1000.0
-                )
-            })
+            .map(|d| study::span((now - d).num_milliseconds() as f64 / 1000.0))
             .unwrap_or_else(|| "?".into());
         let step = t
             .last_intermediate()
