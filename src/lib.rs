@@ -54,6 +54,9 @@
 pub use hpo_core::*;
 pub use hpo_macros::{search_space, Choice};
 
+#[cfg(feature = "progress")]
+pub mod progress;
+
 /// The burn training backend: BERT-style classifiers, memory estimates and
 /// OOM recovery (feature `burn`; `cuda` adds the GPU backend).
 #[cfg(feature = "burn")]

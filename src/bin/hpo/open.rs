@@ -1,0 +1,167 @@
+//! Opening a storage for reading, and loading one study from it.
+//!
+//! All opening goes through [`open_read_only`], so that the command has one
+//! place where it decides how a database is opened. A missing or empty file
+//! is refused before the storage is opened (opening would create a study
+//! database there), and so is a file that is not a study database.
+
+use crate::error::{CliError, Result};
+use hpo::storage::storage_from_url;
+use hpo::{Direction, FrozenTrial, Storage};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A storage URL with its password (if any) hidden, for messages.
+pub fn redact(url: &str) -> String {
+    match password_span(url) {
+        Some((a, b)) => format!("{}***{}", &url[..a], &url[b..]),
+        None => url.to_owned(),
+    }
+}
+
+/// Byte range of the password in `scheme://user:password@host/...`.
+fn password_span(url: &str) -> Option<(usize, usize)> {
+    let authority_start = url.find("://")? + 3;
+    let rest = &url[authority_start..];
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let at = authority.rfind('@')?;
+    let colon = authority[..at].find(':')?;
+    Some((authority_start + colon + 1, authority_start + at))
+}
+
+/// Removes the URL's password from any message that might repeat it.
+pub fn scrub(message: &str, url: &str) -> String {
+    let mut out = message.replace(url, &redact(url));
+    if let Some((a, b)) = password_span(url) {
+        let password = &url[a..b];
+        if !password.is_empty() {
+            out = out.replace(password, "***");
+        }
+    }
+    out
+}
+
+/// The SQLite file a URL names, if it names one (`None` for in-memory and
+/// non-SQLite URLs).
+fn sqlite_path(url: &str) -> Option<PathBuf> {
+    let (scheme, rest) = url.split_once(':')?;
+    if !scheme.eq_ignore_ascii_case("sqlite") || rest == ":memory:" || rest == "///:memory:" {
+        return None;
+    }
+    let path = rest.strip_prefix("///").unwrap_or(rest);
+    (!path.is_empty()).then(|| PathBuf::from(path))
+}
+
+/// Opens an existing study database for reading.
+///
+/// The storage is opened through [`storage_from_url`]; a SQLite file must
+/// exist and be non-empty first (otherwise opening would create one).
+pub fn open_read_only(url: &str) -> Result<Arc<dyn Storage>> {
+    if let Some(path) = sqlite_path(url) {
+        match std::fs::metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(CliError::MissingFile(path))
+            }
+            Ok(meta) if meta.is_file() && meta.len() == 0 => {
+                return Err(CliError::NotAStudyDatabase {
+                    path,
+                    reason: "the file is empty".into(),
+                })
+            }
+            _ => {}
+        }
+    }
+    open_url(url)
+}
+
+/// Opens a storage to write to (the destination of `hpo copy`).
+pub fn open_for_writing(url: &str) -> Result<Arc<dyn Storage>> {
+    open_url(url)
+}
+
+fn open_url(url: &str) -> Result<Arc<dyn Storage>> {
+    storage_from_url(url).map_err(|e| storage_error(&e, url))
+}
+
+/// A storage error as one line with the URL's password removed.
+pub fn storage_error(e: &hpo::Error, url: &str) -> CliError {
+    match e {
+        hpo::Error::UnusableStorageFile { path, reason } => CliError::NotAStudyDatabase {
+            path: path.clone(),
+            reason: scrub(reason, url),
+        },
+        other => CliError::Storage(scrub(&other.to_string(), url)),
+    }
+}
+
+/// One study, read whole.
+#[derive(Debug, Clone)]
+pub struct StudyData {
+    /// Its name.
+    pub name: String,
+    /// One direction per objective.
+    pub directions: Vec<Direction>,
+    /// Study user attributes.
+    pub user_attrs: BTreeMap<String, Value>,
+    /// Every trial, by number.
+    pub trials: Vec<Arc<FrozenTrial>>,
+}
+
+/// Loads the study `name`, or says which studies exist.
+pub fn load_study(storage: &dyn Storage, url: &str, name: &str) -> Result<StudyData> {
+    let err = |e: hpo::Error| storage_error(&e, url);
+    let Some(summary) = storage.find_study(name).map_err(err)? else {
+        let existing = storage
+            .studies()
+            .map_err(err)?
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        return Err(CliError::StudyNotFound {
+            name: name.to_owned(),
+            url: redact(url),
+            existing,
+        });
+    };
+    let mut trials = storage.trials(summary.id).map_err(err)?;
+    trials.sort_by_key(|t| t.number);
+    Ok(StudyData {
+        name: summary.name,
+        directions: summary.directions,
+        user_attrs: storage.study_user_attrs(summary.id).map_err(err)?,
+        trials,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_survive_redaction() {
+        let url = "postgresql://alice:s3cr%40t@db.example:5432/hpo";
+        assert_eq!(redact(url), "postgresql://alice:***@db.example:5432/hpo");
+        let msg = format!("cannot connect to {url} (password s3cr%40t rejected)");
+        let clean = scrub(&msg, url);
+        assert!(!clean.contains("s3cr"), "{clean}");
+        assert_eq!(redact("sqlite:study.db"), "sqlite:study.db");
+        assert_eq!(
+            redact("postgresql://bob@host/db"),
+            "postgresql://bob@host/db"
+        );
+    }
+
+    #[test]
+    fn sqlite_paths_in_both_spellings() {
+        assert_eq!(sqlite_path("sqlite:a.db"), Some(PathBuf::from("a.db")));
+        assert_eq!(
+            sqlite_path("sqlite:////abs/a.db"),
+            Some(PathBuf::from("/abs/a.db"))
+        );
+        assert_eq!(sqlite_path("sqlite::memory:"), None);
+        assert_eq!(sqlite_path("memory:"), None);
+    }
+}
