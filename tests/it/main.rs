@@ -3,9 +3,12 @@
 //! * `ui`: misuse of `#[hpo::search_space]` and `#[derive(hpo::Choice)]`,
 //!   compiled with trybuild against the `.stderr` files in `tests/ui/`;
 //! * `search_space`: behaviour of the generated code, on the same `Criteria`
-//!   space as `examples/search_space.rs` and the book.
+//!   space as `examples/search_space.rs` and the book;
+//! * `cli`: the `hpo` command on fixture studies (hpo- and Optuna-written).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[cfg(feature = "cli")]
+mod cli;
 mod search_space;
 mod ui;

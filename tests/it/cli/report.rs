@@ -1,7 +1,7 @@
 //! The HTML report: self-contained, every piece of study data escaped, and
 //! clean in a real browser.
 
-use crate::fixture::*;
+use super::fixture::*;
 use std::path::{Path, PathBuf};
 
 fn report(db: &Path, study: &str, tag: &str) -> (PathBuf, String) {

@@ -3,7 +3,7 @@
 //! The analytic checks (functions with known importances) are unit tests
 //! of the binary's `importance` module.
 
-use crate::fixture::*;
+use super::fixture::*;
 
 #[test]
 fn importances_match_optunas_on_the_same_study() {

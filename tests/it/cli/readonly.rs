@@ -1,6 +1,6 @@
 //! Reading a study never changes its file.
 
-use crate::fixture::*;
+use super::fixture::*;
 use std::path::Path;
 
 /// Every read-only invocation on `study` in `db`.

@@ -1,6 +1,6 @@
 //! Every subcommand's output on the fixtures.
 
-use crate::fixture::*;
+use super::fixture::*;
 
 #[test]
 fn studies_lists_every_study_with_counts() {

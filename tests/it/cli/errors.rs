@@ -1,7 +1,7 @@
 //! Each error is one clear line with exit status 1 (2 for clap usage errors),
 //! never shows a password, and never creates or changes a file.
 
-use crate::fixture::*;
+use super::fixture::*;
 
 fn one_line(err: &str) -> &str {
     assert_eq!(err.lines().count(), 1, "not one line: {err:?}");

@@ -1,6 +1,6 @@
 //! Every plot kind: the SVG parses and holds one mark per trial it shows.
 
-use crate::fixture::*;
+use super::fixture::*;
 use std::path::Path;
 
 struct Svg {
@@ -202,7 +202,7 @@ fn svgs_render_to_png() {
 }
 
 /// Writes the book's figures (book/src/watching/*.svg) from the fixture
-/// study: `cargo test --test cli -- --ignored book_figures`.
+/// study: `cargo test -p hpo --test it -- --ignored cli::plots::book_figures`.
 #[test]
 #[ignore = "writes the book's figures; run by hand"]
 fn book_figures() {
