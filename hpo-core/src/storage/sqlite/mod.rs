@@ -4,6 +4,8 @@
 
 mod codec;
 mod connection;
+#[cfg(feature = "testing")]
+mod crash;
 mod open;
 mod options;
 mod queries;

@@ -62,13 +62,19 @@ impl SqliteStorage {
         Self::setup(conn, None, &SqliteOptions::default())
     }
 
-    fn setup(conn: Connection, path: Option<PathBuf>, options: &SqliteOptions) -> Result<Self> {
+    fn setup(
+        #[allow(unused_mut)] mut conn: Connection,
+        path: Option<PathBuf>,
+        options: &SqliteOptions,
+    ) -> Result<Self> {
         let shown = path.clone().unwrap_or_else(|| PathBuf::from(":memory:"));
         let sql_err = |e: rusqlite::Error| Error::Storage {
             path: Some(shown.clone()),
             message: e.to_string(),
         };
         conn.busy_timeout(options.busy_timeout).map_err(sql_err)?;
+        #[cfg(feature = "testing")]
+        super::crash::arm(&mut conn).map_err(sql_err)?;
         // Classify before writing anything (the WAL pragma writes the header).
         let kind = schema::inspect(&conn, &shown)?;
         if path.is_some() {
