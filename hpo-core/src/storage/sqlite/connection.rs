@@ -21,6 +21,10 @@ pub(super) struct Inner {
     /// RUNNING trials this storage created or claimed, with their study ids:
     /// only the owner writes them, so the in-memory record is the stored one.
     pub(super) owned: HashMap<u64, (u64, FrozenTrial)>,
+    /// Per study, the trial id from which a WAITING trial may still exist:
+    /// a trial that was not WAITING when looked at never becomes WAITING, so
+    /// each claim looks only at the trials added since the last look.
+    pub(super) claim_from: HashMap<u64, i64>,
 }
 
 #[derive(Default)]
@@ -112,9 +116,14 @@ impl Inner {
         &mut self,
         f: impl FnOnce(&Connection, &Counters) -> OpResult<T>,
     ) -> OpResult<T> {
+        self.txn(|db| f(&db.conn, &db.counters))
+    }
+
+    /// [`Inner::write_txn`] with the reads of [`Inner`] (trial loading) available inside.
+    pub(super) fn txn<T>(&mut self, f: impl FnOnce(&Inner) -> OpResult<T>) -> OpResult<T> {
         self.counters.statement();
         self.conn.execute_batch("BEGIN IMMEDIATE")?;
-        match f(&self.conn, &self.counters) {
+        match f(self) {
             Ok(v) => {
                 self.counters.statement();
                 if let Err(e) = self.conn.execute_batch("COMMIT") {

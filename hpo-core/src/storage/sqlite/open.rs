@@ -107,6 +107,7 @@ impl SqliteStorage {
                 counters: Counters::default(),
                 caches: HashMap::new(),
                 owned: HashMap::new(),
+                claim_from: HashMap::new(),
             }),
         };
         if kind == schema::FileKind::Empty {

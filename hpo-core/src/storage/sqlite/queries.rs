@@ -7,6 +7,7 @@ use crate::distribution::Distribution;
 use crate::error::{Error, Result};
 use crate::study::Direction;
 use crate::trial::{FrozenTrial, TrialState};
+use chrono::{DateTime, Utc};
 use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
@@ -313,4 +314,142 @@ pub(super) fn insert_values(
             .execute(params![id, objective as i64, x, kind])?;
     }
     Ok(())
+}
+
+/// The record [`Storage::create_trial`](crate::storage::Storage::create_trial)
+/// stores for `template` (a bare RUNNING trial without one); id and number are
+/// filled in by [`insert_trial`].
+pub(super) fn new_record(template: Option<&FrozenTrial>, now: DateTime<Utc>) -> FrozenTrial {
+    match template {
+        Some(tpl) => {
+            let mut t = tpl.clone();
+            match t.state {
+                TrialState::Running => t.datetime_start = Some(now),
+                TrialState::Waiting => t.datetime_start = None,
+                _ => {}
+            }
+            if t.state.is_finished() && t.datetime_complete.is_none() {
+                t.datetime_complete = Some(now);
+            }
+            t
+        }
+        None => {
+            let mut t = FrozenTrial::new(0, 0, TrialState::Running);
+            t.datetime_start = Some(now);
+            t
+        }
+    }
+}
+
+/// Inserts the trial row of `t` with the study's next number; returns its id
+/// and number.
+///
+/// The number is the number of the study's newest trial (largest id) plus
+/// one, read through the `(study_id, rowid)` index under the write lock: one
+/// index look-up whatever the study's size (a `COUNT(*)` of the study's
+/// trials made every insert scan the whole study), and unique and contiguous
+/// whatever the number of processes, since numbers only ever grow with ids.
+pub(super) fn insert_trial(
+    conn: &Connection,
+    c: &Counters,
+    study_id: u64,
+    t: &FrozenTrial,
+) -> OpResult<(i64, i64)> {
+    let start = t.datetime_start.map(codec::format_datetime);
+    let complete = t.datetime_complete.map(codec::format_datetime);
+    c.statement();
+    conn.prepare_cached(
+        "INSERT INTO trials (number, study_id, state, datetime_start, datetime_complete) \
+         SELECT COALESCE((SELECT number FROM trials WHERE study_id = ?1 ORDER BY trial_id DESC LIMIT 1) + 1, 0), \
+         ?1, ?2, ?3, ?4 \
+         WHERE EXISTS (SELECT 1 FROM studies WHERE study_id = ?1) \
+         RETURNING trial_id, number",
+    )?
+    .query_row(
+        params![study_id as i64, t.state.as_str(), start, complete],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .optional()?
+    .ok_or_else(|| Error::StudyNotFound(format!("<id {study_id}>")).into())
+}
+
+/// Moves the oldest WAITING trial of the study with an id from `from` on to
+/// RUNNING, in one statement; returns its id.
+pub(super) fn claim(
+    conn: &Connection,
+    c: &Counters,
+    study_id: u64,
+    from: i64,
+    now: &str,
+) -> OpResult<Option<i64>> {
+    c.statement();
+    Ok(conn
+        .prepare_cached(
+            "UPDATE trials SET state = 'RUNNING', datetime_start = ?2 WHERE trial_id = \
+             (SELECT trial_id FROM trials WHERE study_id = ?1 AND trial_id >= ?3 AND state = 'WAITING' \
+              ORDER BY number LIMIT 1) \
+             AND state = 'WAITING' RETURNING trial_id",
+        )?
+        .query_row(params![study_id as i64, now, from], |r| r.get(0))
+        .optional()?)
+}
+
+/// Upserts system attributes of a trial (inside a transaction).
+pub(super) fn set_system_attrs(
+    conn: &Connection,
+    c: &Counters,
+    trial_id: i64,
+    attrs: &[(String, Value)],
+) -> OpResult<()> {
+    for (k, v) in attrs {
+        c.statement();
+        conn.prepare_cached(
+            "INSERT INTO trial_system_attributes (trial_id, \"key\", value_json) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (trial_id, \"key\") DO UPDATE SET value_json = excluded.value_json",
+        )?
+        .execute(params![trial_id, k, codec::python_json(v)])?;
+    }
+    Ok(())
+}
+
+impl Inner {
+    /// The first trial id of the study that may still be WAITING.
+    pub(super) fn claim_from(&self, study_id: u64) -> i64 {
+        self.claim_from.get(&study_id).copied().unwrap_or(0)
+    }
+
+    /// Whether the study may hold a WAITING trial (a lock-free read of the
+    /// trials added since the last look), moving the claim mark past every
+    /// trial that is not WAITING now and so never will be.
+    pub(super) fn may_have_waiting(&mut self, study_id: u64) -> OpResult<bool> {
+        let from = self.claim_from(study_id);
+        self.counters.statement();
+        let (waiting, newest): (Option<i64>, Option<i64>) = self
+            .conn
+            .prepare_cached(
+                "SELECT MIN(CASE WHEN state = 'WAITING' THEN trial_id END), MAX(trial_id) \
+                 FROM trials WHERE study_id = ?1 AND trial_id >= ?2",
+            )?
+            .query_row(params![study_id as i64, from], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?;
+        let mark = match (waiting, newest) {
+            (Some(w), _) => w,
+            (None, Some(n)) => n + 1,
+            (None, None) => from,
+        };
+        self.claim_from.insert(study_id, mark);
+        Ok(waiting.is_some())
+    }
+
+    /// The full record of one trial.
+    pub(super) fn load_one(&self, trial_id: u64) -> OpResult<FrozenTrial> {
+        let row = self
+            .trial_row(trial_id)?
+            .ok_or(Error::TrialNotFound(trial_id))?;
+        Ok(self
+            .load(vec![row])?
+            .pop()
+            .ok_or(Error::TrialNotFound(trial_id))?)
+    }
 }

@@ -1,15 +1,16 @@
 //! [`Storage`] for [`SqliteStorage`]: one method, one statement or one transaction.
 
 use super::codec;
-use super::connection::{Counters, OpResult};
-use super::queries::{insert_details, insert_values, read_row};
+use super::queries::{
+    claim, insert_details, insert_trial, insert_values, new_record, read_row, set_system_attrs,
+};
 use super::SqliteStorage;
 use crate::distribution::Distribution;
 use crate::error::{Error, Result};
 use crate::storage::{Storage, StudySummary};
 use crate::study::Direction;
 use crate::trial::{FrozenTrial, TrialState};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -144,42 +145,7 @@ impl Storage for SqliteStorage {
 
     fn create_trial(&self, study_id: u64, template: Option<&FrozenTrial>) -> Result<FrozenTrial> {
         let now = codec::now();
-        let mut t = match template {
-            Some(tpl) => {
-                let mut t = tpl.clone();
-                match t.state {
-                    TrialState::Running => t.datetime_start = Some(now),
-                    TrialState::Waiting => t.datetime_start = None,
-                    _ => {}
-                }
-                if t.state.is_finished() && t.datetime_complete.is_none() {
-                    t.datetime_complete = Some(now);
-                }
-                t
-            }
-            None => {
-                let mut t = FrozenTrial::new(0, 0, TrialState::Running);
-                t.datetime_start = Some(now);
-                t
-            }
-        };
-        let start = t.datetime_start.map(codec::format_datetime);
-        let complete = t.datetime_complete.map(codec::format_datetime);
-        let insert = |conn: &Connection, c: &Counters| -> OpResult<(i64, i64)> {
-            c.statement();
-            conn.prepare_cached(
-                "INSERT INTO trials (number, study_id, state, datetime_start, datetime_complete) \
-                 SELECT (SELECT COUNT(*) FROM trials WHERE study_id = ?1), ?1, ?2, ?3, ?4 \
-                 WHERE EXISTS (SELECT 1 FROM studies WHERE study_id = ?1) \
-                 RETURNING trial_id, number",
-            )?
-            .query_row(
-                params![study_id as i64, t.state.as_str(), start, complete],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?
-            .ok_or_else(|| Error::StudyNotFound(format!("<id {study_id}>")).into())
-        };
+        let mut t = new_record(template, now);
         let is_bare = template.is_none_or(|tpl| {
             tpl.params.is_empty()
                 && tpl.values.is_none()
@@ -190,12 +156,12 @@ impl Storage for SqliteStorage {
         let (id, number) = self.op(|db| {
             if is_bare {
                 // One autocommit statement: the number is computed under the write lock.
-                let out = insert(&db.conn, &db.counters)?;
+                let out = insert_trial(&db.conn, &db.counters, study_id, &t)?;
                 db.counters.commit();
                 Ok(out)
             } else {
                 db.write_txn(|conn, c| {
-                    let (id, number) = insert(conn, c)?;
+                    let (id, number) = insert_trial(conn, c, study_id, &t)?;
                     insert_details(conn, c, id, &t)?;
                     Ok((id, number))
                 })
@@ -212,32 +178,122 @@ impl Storage for SqliteStorage {
     fn claim_waiting_trial(&self, study_id: u64) -> Result<Option<FrozenTrial>> {
         self.op(|db| {
             // A lock-free read first: most of the time there is nothing to claim.
-            db.counters.statement();
-            let waiting = db
-                .conn
-                .prepare_cached("SELECT 1 FROM trials WHERE study_id = ?1 AND state = 'WAITING' LIMIT 1")?
-                .query_row([study_id as i64], |_| Ok(()))
-                .optional()?;
-            if waiting.is_none() {
+            if !db.may_have_waiting(study_id)? {
                 return Ok(None);
             }
             let now = codec::format_datetime(codec::now());
-            db.counters.statement();
-            let claimed: Option<i64> = db
-                .conn
-                .prepare_cached(
-                    "UPDATE trials SET state = 'RUNNING', datetime_start = ?2 WHERE trial_id = \
-                     (SELECT trial_id FROM trials WHERE study_id = ?1 AND state = 'WAITING' ORDER BY number LIMIT 1) \
-                     AND state = 'WAITING' RETURNING trial_id",
-                )?
-                .query_row(params![study_id as i64, now], |r| r.get(0))
-                .optional()?;
+            let claimed = claim(
+                &db.conn,
+                &db.counters,
+                study_id,
+                db.claim_from(study_id),
+                &now,
+            )?;
             db.counters.commit();
             let Some(id) = claimed else { return Ok(None) };
-            let row = db.trial_row(id as u64)?.ok_or(Error::TrialNotFound(id as u64))?;
-            let t = db.load(vec![row])?.pop().ok_or(Error::TrialNotFound(id as u64))?;
+            let t = db.load_one(id as u64)?;
             db.owned.insert(t.id, (study_id, t.clone()));
             Ok(Some(t))
+        })
+    }
+
+    fn start_trial(&self, study_id: u64, heartbeat: bool) -> Result<FrozenTrial> {
+        if !heartbeat {
+            return match self.claim_waiting_trial(study_id)? {
+                Some(t) => Ok(t),
+                None => self.create_trial(study_id, None),
+            };
+        }
+        let now = codec::now();
+        let stamp = codec::format_datetime(now);
+        self.op(|db| {
+            let look = db.may_have_waiting(study_id)?;
+            let from = db.claim_from(study_id);
+            let t = db.txn(|db| {
+                let (conn, c) = (&db.conn, &db.counters);
+                let claimed = if look {
+                    claim(conn, c, study_id, from, &stamp)?
+                } else {
+                    None
+                };
+                let t = match claimed {
+                    Some(id) => db.load_one(id as u64)?,
+                    None => {
+                        let mut t = new_record(None, now);
+                        let (id, number) = insert_trial(conn, c, study_id, &t)?;
+                        t.id = id as u64;
+                        t.number = number as u64;
+                        t
+                    }
+                };
+                c.statement();
+                conn.prepare_cached(
+                    "INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES (?1, ?2) \
+                     ON CONFLICT (trial_id) DO UPDATE SET heartbeat = excluded.heartbeat",
+                )?
+                .execute(params![t.id as i64, stamp])?;
+                Ok(t)
+            })?;
+            db.owned.insert(t.id, (study_id, t.clone()));
+            Ok(t)
+        })
+    }
+
+    fn fail_stale_trial(
+        &self,
+        trial_id: u64,
+        system_attrs: &[(String, Value)],
+        retry: &dyn Fn(&FrozenTrial) -> Option<FrozenTrial>,
+    ) -> Result<(Arc<FrozenTrial>, Option<FrozenTrial>)> {
+        let now = codec::now();
+        let complete = codec::format_datetime(now);
+        self.op(|db| {
+            let out = db.txn(|db| {
+                let (conn, c) = (&db.conn, &db.counters);
+                c.statement();
+                let study_id: Option<i64> = conn
+                    .prepare_cached(
+                        "UPDATE trials SET state = 'FAIL', datetime_complete = ?2 \
+                         WHERE trial_id = ?1 AND state = 'RUNNING' RETURNING study_id",
+                    )?
+                    .query_row(params![trial_id as i64, complete], |r| r.get(0))
+                    .optional()?;
+                let Some(study_id) = study_id else {
+                    return Err(db.not_writable(trial_id)?);
+                };
+                set_system_attrs(conn, c, trial_id as i64, system_attrs)?;
+                let failed = db.load_one(trial_id)?;
+                let copy = match retry(&failed) {
+                    Some(tpl) => {
+                        let mut t = new_record(Some(&tpl), now);
+                        let (id, number) = insert_trial(conn, c, study_id as u64, &t)?;
+                        insert_details(conn, c, id, &t)?;
+                        t.id = id as u64;
+                        t.number = number as u64;
+                        Some(t)
+                    }
+                    None => None,
+                };
+                Ok((study_id as u64, failed, copy))
+            });
+            let (study_id, failed, copy) = match out {
+                Ok(v) => v,
+                Err(e) => {
+                    db.owned.remove(&trial_id);
+                    return Err(e);
+                }
+            };
+            db.owned.remove(&trial_id);
+            let failed = Arc::new(failed);
+            db.caches
+                .entry(study_id)
+                .or_default()
+                .finished
+                .insert(failed.number, Arc::clone(&failed));
+            if let Some(t) = copy.as_ref().filter(|t| t.state == TrialState::Running) {
+                db.owned.insert(t.id, (study_id, t.clone()));
+            }
+            Ok((failed, copy))
         })
     }
 
@@ -348,14 +404,7 @@ impl Storage for SqliteStorage {
                 if let Some(vs) = values {
                     insert_values(conn, c, trial_id as i64, vs)?;
                 }
-                for (k, v) in system_attrs {
-                    c.statement();
-                    conn.prepare_cached(
-                        "INSERT INTO trial_system_attributes (trial_id, \"key\", value_json) VALUES (?1, ?2, ?3) \
-                         ON CONFLICT (trial_id, \"key\") DO UPDATE SET value_json = excluded.value_json",
-                    )?
-                    .execute(params![trial_id as i64, k, codec::python_json(v)])?;
-                }
+                set_system_attrs(conn, c, trial_id as i64, system_attrs)?;
                 Ok(true)
             })?;
             if !updated {
@@ -480,19 +529,30 @@ impl Storage for SqliteStorage {
     fn stale_trials(&self, study_id: u64, grace: Duration) -> Result<Vec<u64>> {
         let now = codec::now();
         self.op(|db| {
+            // Every trial below the low-water mark is finished: look above it only.
+            let from = db.caches.get(&study_id).map_or(0, |c| c.low_water);
             db.counters.statement();
             let rows = db
                 .conn
                 .prepare_cached(
-                    "SELECT t.trial_id, h.heartbeat FROM trials t JOIN trial_heartbeats h ON h.trial_id = t.trial_id \
-                     WHERE t.study_id = ?1 AND t.state = 'RUNNING' ORDER BY t.number",
+                    "SELECT t.trial_id, t.datetime_start, h.heartbeat FROM trials t \
+                     LEFT JOIN trial_heartbeats h ON h.trial_id = t.trial_id \
+                     WHERE t.study_id = ?1 AND t.trial_id >= ?2 AND t.state = 'RUNNING' ORDER BY t.number",
                 )?
-                .query_map([study_id as i64], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?
+                .query_map(params![study_id as i64, from], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, Option<String>>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                    ))
+                })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             let mut stale = Vec::new();
-            for (id, hb) in rows {
-                let beat = codec::parse_datetime(&hb)?;
-                if (now - beat).to_std().is_ok_and(|age| age > grace) {
+            for (id, start, beat) in rows {
+                // The last heartbeat; a trial that never beat counts from its start.
+                let Some(last) = beat.or(start) else { continue };
+                let last = codec::parse_datetime(&last)?;
+                if (now - last).to_std().is_ok_and(|age| age > grace) {
                     stale.push(id as u64);
                 }
             }
