@@ -76,7 +76,7 @@ fn study_db_with_version(d: &Path, version: i64) -> PathBuf {
 fn a_newer_schema_version() {
     let d = dir("newer");
     let p = study_db_with_version(&d, 13);
-    refused(&p, "newer than the version 12");
+    refused(&p, "has schema version 13 (alembic revision v3.2.0.a), newer than the schema version 12");
     std::fs::remove_dir_all(&d).unwrap();
 }
 
