@@ -15,5 +15,6 @@ mod sampler_conformance;
 mod sqlite_bad_input;
 mod sqlite_optuna_reference;
 mod sqlite_processes;
+mod sqlite_read_only;
 mod storage_conformance;
 mod tpe;

@@ -5,9 +5,9 @@ use std::time::Duration;
 /// Options for opening a [`SqliteStorage`](super::SqliteStorage).
 #[derive(Debug, Clone)]
 pub struct SqliteOptions {
-    pub(super) busy_timeout: Duration,
-    pub(super) synchronous_full: bool,
-    pub(super) read_only: bool,
+    pub(crate) busy_timeout: Duration,
+    pub(crate) synchronous_full: bool,
+    pub(crate) read_only: bool,
 }
 
 impl Default for SqliteOptions {

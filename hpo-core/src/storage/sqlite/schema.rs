@@ -215,9 +215,7 @@ pub(crate) fn inspect(conn: &Connection, path: &Path, busy_timeout: Duration) ->
         Some(v) if v > SCHEMA_VERSION => {
             return Err(unusable(
                 path,
-                format!(
-                    "has {found}, newer than the {supported} this hpo supports; upgrade hpo"
-                ),
+                format!("has {found}, newer than the {supported} this hpo supports; upgrade hpo"),
             ))
         }
         Some(v) if v < SCHEMA_VERSION => {
