@@ -248,8 +248,7 @@ fn sweep_run(
 fn sweep(dir: &Path) -> Result<(Vec<SweepRow>, Value)> {
     let base = dir.join("sweep-base.db");
     let run_db = dir.join("sweep-run.db");
-    let mut rows = Vec::new();
-    let mut largest = None;
+    let mut templates = Vec::new();
     for size in SIZES {
         let t0 = std::time::Instant::now();
         prefill(&base, size)?;
@@ -259,26 +258,40 @@ fn sweep(dir: &Path) -> Result<(Vec<SweepRow>, Value)> {
             "prefilled {size} trials in {:.1} s",
             t0.elapsed().as_secs_f64()
         );
-        for (path, window) in WINDOW {
-            for processes in [1, 4] {
-                let mut runs = (0..REPEATS)
-                    .map(|_| sweep_run(&template, &run_db, size, path, processes, window))
-                    .collect::<Result<Vec<_>>>()?;
-                runs.sort_by(f64::total_cmp);
-                let trials_per_s = runs[REPEATS / 2];
-                eprintln!(
-                    "size {size}, {path}, {processes} process(es): {trials_per_s:.0} trials/s"
-                );
-                rows.push(SweepRow {
-                    size,
-                    path,
-                    processes,
-                    trials_per_s,
-                });
+        templates.push((size, template));
+    }
+    // Repeats outermost and sizes interleaved, so that a change in the load
+    // of the (shared) machine does not pass for an effect of the size.
+    let mut runs: Vec<(usize, &'static str, usize, Vec<f64>)> = Vec::new();
+    for _ in 0..REPEATS {
+        for (size, template) in &templates {
+            for (path, window) in WINDOW {
+                for processes in [1, 4] {
+                    let rate = sweep_run(template, &run_db, *size, path, processes, window)?;
+                    match runs
+                        .iter_mut()
+                        .find(|r| (r.0, r.1, r.2) == (*size, path, processes))
+                    {
+                        Some(r) => r.3.push(rate),
+                        None => runs.push((*size, path, processes, vec![rate])),
+                    }
+                }
             }
         }
-        largest = Some((size, template));
     }
+    let mut rows = Vec::new();
+    for (size, path, processes, mut rates) in runs {
+        rates.sort_by(f64::total_cmp);
+        let trials_per_s = rates[rates.len() / 2];
+        eprintln!("size {size}, {path}, {processes} process(es): {trials_per_s:.0} trials/s");
+        rows.push(SweepRow {
+            size,
+            path,
+            processes,
+            trials_per_s,
+        });
+    }
+    let largest = templates.pop();
     let (size, template) = largest.context("no sizes")?;
     let bytes = std::fs::metadata(&template)?.len();
     // quick_check alone, and a whole read-only open (which runs it).
@@ -420,6 +433,10 @@ fn main() -> Result<()> {
         let full = args[4] == "full";
         let seed: u64 = args[5].parse()?;
         return worker(&db, n, full, seed);
+    }
+    if args.get(1).map(String::as_str) == Some("--prefill") {
+        // For profiling by hand: a study file of N finished trials.
+        return prefill(Path::new(&args[2]), args[3].parse()?);
     }
     if args.get(1).map(String::as_str) == Some("--sweep-worker") {
         let db = PathBuf::from(&args[2]);
