@@ -5,6 +5,7 @@
 // only the test functions themselves).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod crash_points;
 mod executor;
 mod grid_sampler;
 mod heartbeat_retry;
@@ -17,5 +18,6 @@ mod sampler_streams;
 mod sqlite_bad_input;
 mod sqlite_optuna_reference;
 mod sqlite_processes;
+mod sqlite_read_only;
 mod storage_conformance;
 mod tpe;
