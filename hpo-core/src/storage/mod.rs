@@ -41,7 +41,7 @@ pub mod conformance;
 
 pub use self::memory::InMemoryStorage;
 pub use self::sqlite::{SqliteOptions, SqliteStats, SqliteStorage};
-pub use self::url::storage_from_url;
+pub use self::url::{storage_from_url, storage_from_url_read_only};
 
 use crate::direction::Direction;
 use crate::distribution::Distribution;

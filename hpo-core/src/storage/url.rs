@@ -56,6 +56,21 @@ pub fn storage_from_url(url: &str) -> Result<Arc<dyn Storage>> {
     })
 }
 
+/// Opens the storage a URL names for reading only, whatever the URL says:
+/// a SQLite file is opened as with `mode=ro` ([`SqliteStorage::open_read_only`]:
+/// never a byte written, no `-wal`/`-shm` left behind, a missing file is an
+/// error rather than a new database). Everything that only reads (the `hpo`
+/// command's read-only subcommands) opens storages this way.
+pub fn storage_from_url_read_only(url: &str) -> Result<Arc<dyn Storage>> {
+    Ok(match parse(url)? {
+        Target::Memory => Arc::new(InMemoryStorage::new()),
+        Target::SqliteMemory => Arc::new(SqliteStorage::in_memory()?),
+        Target::SqliteFile { path, options } => {
+            Arc::new(SqliteStorage::open_with(path, options.read_only(true))?)
+        }
+    })
+}
+
 /// What a URL names.
 #[derive(Debug)]
 enum Target {

@@ -6,7 +6,7 @@
 //! database there), and so is a file that is not a study database.
 
 use crate::error::{CliError, Result};
-use hpo::storage::storage_from_url;
+use hpo::storage::{storage_from_url, storage_from_url_read_only};
 use hpo::{Direction, FrozenTrial, Storage};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -57,8 +57,9 @@ fn sqlite_path(url: &str) -> Option<PathBuf> {
 
 /// Opens an existing study database for reading.
 ///
-/// The storage is opened through [`storage_from_url`]; a SQLite file must
-/// exist and be non-empty first (otherwise opening would create one).
+/// The storage is opened through [`storage_from_url_read_only`], which never
+/// writes a byte (a SQLite file is opened with `mode=ro`); a SQLite file must
+/// also exist and be non-empty, which is checked first for a clearer message.
 pub fn open_read_only(url: &str) -> Result<Arc<dyn Storage>> {
     if let Some(path) = sqlite_path(url) {
         match std::fs::metadata(&path) {
@@ -74,15 +75,11 @@ pub fn open_read_only(url: &str) -> Result<Arc<dyn Storage>> {
             _ => {}
         }
     }
-    open_url(url)
+    storage_from_url_read_only(url).map_err(|e| storage_error(&e, url))
 }
 
 /// Opens a storage to write to (the destination of `hpo copy`).
 pub fn open_for_writing(url: &str) -> Result<Arc<dyn Storage>> {
-    open_url(url)
-}
-
-fn open_url(url: &str) -> Result<Arc<dyn Storage>> {
     storage_from_url(url).map_err(|e| storage_error(&e, url))
 }
 

@@ -93,14 +93,11 @@ fn optuna_written_file_is_byte_identical_after_every_read() {
     assert!(before == after, "the Optuna study database changed");
 }
 
-/// KNOWN FAILURE until `open::open_read_only` uses hpo-core's read-only
-/// SQLite mode (being added in parallel): a study file in rollback-journal
-/// mode (older Optuna versions, or `PRAGMA journal_mode = DELETE`) is
-/// switched to WAL by `storage_from_url` (`PRAGMA journal_mode = WAL`
-/// rewrites header bytes 18-19), so its bytes change although no study data
-/// does. Un-ignore when the switch is made.
+/// A study file in rollback-journal mode (Optuna's own reference file, older
+/// Optuna versions, `PRAGMA journal_mode = DELETE`) stays byte-identical: a
+/// writer would switch it to WAL (header bytes 18-19), the read-only mode
+/// never does.
 #[test]
-#[ignore = "known failure: storage_from_url switches rollback-journal files to WAL; passes once open_read_only uses the read-only mode"]
 fn rollback_journal_file_is_byte_identical_after_every_read() {
     let db = copy_of(&optuna_db(), "ro-delete");
     {
