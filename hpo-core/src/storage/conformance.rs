@@ -40,6 +40,8 @@ pub fn run_all<S: Storage>(make: impl Fn() -> S) {
     templates_are_copied(&make);
     reads_see_running_trials_change(&make);
     heartbeats_mark_stale_trials(&make);
+    start_trial_claims_or_creates(&make);
+    stale_trials_fail_with_their_retry(&make);
     unknown_ids_are_errors(&make);
 }
 
@@ -64,6 +66,8 @@ macro_rules! storage_conformance_tests {
                 templates_are_copied,
                 reads_see_running_trials_change,
                 heartbeats_mark_stale_trials,
+                start_trial_claims_or_creates,
+                stale_trials_fail_with_their_retry,
                 unknown_ids_are_errors);
         }
     };
@@ -510,7 +514,8 @@ pub fn reads_see_running_trials_change<S: Storage>(make: &impl Fn() -> S) {
 }
 
 /// RUNNING trials whose last heartbeat is older than the grace period are
-/// stale; trials without heartbeats or finished trials are not.
+/// stale, and so are RUNNING trials that never beat and started longer ago
+/// than the grace period; finished trials never are.
 pub fn heartbeats_mark_stale_trials<S: Storage>(make: &impl Fn() -> S) {
     let s = make();
     let id = s.create_study("s", &[Direction::Minimize]).unwrap();
@@ -527,17 +532,93 @@ pub fn heartbeats_mark_stale_trials<S: Storage>(make: &impl Fn() -> S) {
     std::thread::sleep(Duration::from_millis(30));
     let stale = s.stale_trials(id, Duration::from_millis(5)).unwrap();
     // Storages without heartbeat support report nothing; those with it report
-    // exactly the RUNNING trial whose heartbeat is old.
+    // both RUNNING trials, in number order.
     assert!(
-        stale.is_empty() || stale == vec![beating.id],
+        stale.is_empty() || stale == vec![beating.id, silent.id],
         "stale: {stale:?}"
     );
-    assert!(!stale.contains(&silent.id));
     s.record_heartbeat(beating.id).unwrap();
+    s.record_heartbeat(silent.id).unwrap();
     assert!(s
         .stale_trials(id, Duration::from_secs(3600))
         .unwrap()
         .is_empty());
+}
+
+/// `start_trial` claims the oldest WAITING trial, else creates a RUNNING one,
+/// with or without a first heartbeat.
+pub fn start_trial_claims_or_creates<S: Storage>(make: &impl Fn() -> S) {
+    let s = make();
+    let id = s.create_study("s", &[Direction::Minimize]).unwrap();
+    let fresh = s.start_trial(id, false).unwrap();
+    assert_eq!((fresh.number, fresh.state), (0, TrialState::Running));
+    let mut tpl = FrozenTrial::new(0, 0, TrialState::Waiting);
+    tpl.user_attrs.insert("k".into(), json!(1));
+    let w1 = s.create_trial(id, Some(&tpl)).unwrap();
+    let w2 = s.create_trial(id, Some(&tpl)).unwrap();
+    let a = s.start_trial(id, true).unwrap();
+    assert_eq!(a.id, w1.id, "the oldest WAITING trial first");
+    assert_eq!(a.state, TrialState::Running);
+    assert!(a.datetime_start.is_some());
+    assert_eq!(a.user_attrs["k"], json!(1), "claimed with its record");
+    let b = s.start_trial(id, false).unwrap();
+    assert_eq!(b.id, w2.id);
+    let c = s.start_trial(id, true).unwrap();
+    assert_eq!((c.number, c.state), (3, TrialState::Running));
+    // Its heartbeat is fresh: not stale under a generous grace.
+    assert!(s
+        .stale_trials(id, Duration::from_secs(3600))
+        .unwrap()
+        .is_empty());
+    s.record_heartbeat(c.id).unwrap();
+    finish(&s, c.id, 1.0);
+    let numbers: Vec<u64> = s.trials(id).unwrap().iter().map(|t| t.number).collect();
+    assert_eq!(numbers, vec![0, 1, 2, 3]);
+}
+
+/// `fail_stale_trial` fails a RUNNING trial with its attributes and creates
+/// the retry copy the callback returns; a trial no longer RUNNING is refused
+/// and nothing is created.
+pub fn stale_trials_fail_with_their_retry<S: Storage>(make: &impl Fn() -> S) {
+    let s = make();
+    let id = s.create_study("s", &[Direction::Minimize]).unwrap();
+    let t = s.create_trial(id, None).unwrap();
+    s.set_trial_param(t.id, "x", 0.5, &float(0.0, 1.0)).unwrap();
+    let attrs = [("why".to_owned(), json!("stale"))];
+    let retry = |failed: &FrozenTrial| {
+        assert_eq!(failed.state, TrialState::Fail);
+        assert_eq!(failed.system_attrs["why"], json!("stale"));
+        let mut copy = FrozenTrial::new(0, 0, TrialState::Waiting);
+        copy.internal_params = failed.internal_params.clone();
+        copy.distributions = failed.distributions.clone();
+        copy.system_attrs
+            .insert("retry_of".into(), json!(failed.number));
+        Some(copy)
+    };
+    let (failed, copy) = s.fail_stale_trial(t.id, &attrs, &retry).unwrap();
+    assert_eq!(failed.state, TrialState::Fail);
+    assert!(failed.datetime_complete.is_some());
+    assert_eq!(failed.internal_params["x"], 0.5);
+    let copy = copy.unwrap();
+    assert_eq!((copy.number, copy.state), (1, TrialState::Waiting));
+    assert_eq!(copy.internal_params["x"], 0.5);
+    let stored = s.trials(id).unwrap();
+    assert_eq!(stored.len(), 2);
+    assert_eq!(*stored[0], *failed);
+    assert_eq!(stored[1].system_attrs["retry_of"], json!(0));
+    assert_eq!(stored[1].internal_params["x"], 0.5);
+    // Reaped twice (another worker was first): refused, the callback not run.
+    let never = |_: &FrozenTrial| -> Option<FrozenTrial> { panic!("retry of a finished trial") };
+    assert!(matches!(
+        s.fail_stale_trial(t.id, &attrs, &never),
+        Err(Error::TrialFinished { number: 0, .. })
+    ));
+    // No retry wanted: the trial is failed, nothing is created.
+    let u = s.start_trial(id, false).unwrap();
+    assert_eq!(u.id, copy.id, "the copy is claimable");
+    let (_, none) = s.fail_stale_trial(u.id, &attrs, &|_| None).unwrap();
+    assert!(none.is_none());
+    assert_eq!(s.trials(id).unwrap().len(), 2);
 }
 
 /// Unknown study and trial ids are errors, not panics or empty answers.

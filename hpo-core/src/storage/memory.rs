@@ -104,6 +104,75 @@ impl Inner {
         }
         Ok(Arc::make_mut(t))
     }
+
+    /// Creates a trial with the next number (see [`Storage::create_trial`]).
+    fn create(&mut self, study_id: u64, template: Option<&FrozenTrial>) -> Result<FrozenTrial> {
+        let id = self.trial_index.len() as u64;
+        let study = self.study_mut(study_id)?;
+        let number = study.trials.len() as u64;
+        let now = Utc::now();
+        let mut t = match template {
+            Some(tpl) => {
+                let mut t = tpl.clone();
+                t.id = id;
+                t.number = number;
+                if t.state == TrialState::Running {
+                    t.datetime_start = Some(now);
+                }
+                if t.state == TrialState::Waiting {
+                    t.datetime_start = None;
+                }
+                t
+            }
+            None => {
+                let mut t = FrozenTrial::new(id, number, TrialState::Running);
+                t.datetime_start = Some(now);
+                t
+            }
+        };
+        if t.state.is_finished() && t.datetime_complete.is_none() {
+            t.datetime_complete = Some(now);
+        }
+        study.trials.push(Arc::new(t.clone()));
+        let ix = study.trials.len() - 1;
+        self.trial_index.push((study_id, ix));
+        Ok(t)
+    }
+
+    /// Moves the oldest WAITING trial to RUNNING.
+    fn claim(&mut self, study_id: u64) -> Result<Option<FrozenTrial>> {
+        let study = self.study_mut(study_id)?;
+        let Some(t) = study
+            .trials
+            .iter_mut()
+            .find(|t| t.state == TrialState::Waiting)
+        else {
+            return Ok(None);
+        };
+        let t = Arc::make_mut(t);
+        t.state = TrialState::Running;
+        t.datetime_start = Some(Utc::now());
+        Ok(Some(t.clone()))
+    }
+
+    /// Finishes a RUNNING trial (see [`Storage::finish_trial`]).
+    fn finish(
+        &mut self,
+        trial_id: u64,
+        state: TrialState,
+        values: Option<&[f64]>,
+        system_attrs: &[(String, Value)],
+    ) -> Result<Arc<FrozenTrial>> {
+        let t = self.running_mut(trial_id)?;
+        for (k, v) in system_attrs {
+            t.system_attrs.insert(k.clone(), v.clone());
+        }
+        t.values = values.map(<[f64]>::to_vec);
+        t.state = state;
+        t.datetime_complete = Some(Utc::now());
+        self.heartbeats.remove(&trial_id);
+        Ok(Arc::clone(self.trial(trial_id)?))
+    }
 }
 
 impl Storage for InMemoryStorage {
@@ -187,53 +256,41 @@ impl Storage for InMemoryStorage {
     }
 
     fn create_trial(&self, study_id: u64, template: Option<&FrozenTrial>) -> Result<FrozenTrial> {
-        let mut g = self.inner.write()?;
-        let id = g.trial_index.len() as u64;
-        let study = g.study_mut(study_id)?;
-        let number = study.trials.len() as u64;
-        let now = Utc::now();
-        let mut t = match template {
-            Some(tpl) => {
-                let mut t = tpl.clone();
-                t.id = id;
-                t.number = number;
-                if t.state == TrialState::Running {
-                    t.datetime_start = Some(now);
-                }
-                if t.state == TrialState::Waiting {
-                    t.datetime_start = None;
-                }
-                t
-            }
-            None => {
-                let mut t = FrozenTrial::new(id, number, TrialState::Running);
-                t.datetime_start = Some(now);
-                t
-            }
-        };
-        if t.state.is_finished() && t.datetime_complete.is_none() {
-            t.datetime_complete = Some(now);
-        }
-        study.trials.push(Arc::new(t.clone()));
-        let ix = study.trials.len() - 1;
-        g.trial_index.push((study_id, ix));
-        Ok(t)
+        self.inner.write()?.create(study_id, template)
     }
 
     fn claim_waiting_trial(&self, study_id: u64) -> Result<Option<FrozenTrial>> {
+        self.inner.write()?.claim(study_id)
+    }
+
+    fn start_trial(&self, study_id: u64, heartbeat: bool) -> Result<FrozenTrial> {
         let mut g = self.inner.write()?;
-        let study = g.study_mut(study_id)?;
-        let Some(t) = study
-            .trials
-            .iter_mut()
-            .find(|t| t.state == TrialState::Waiting)
-        else {
-            return Ok(None);
+        let t = match g.claim(study_id)? {
+            Some(t) => t,
+            None => g.create(study_id, None)?,
         };
-        let t = Arc::make_mut(t);
-        t.state = TrialState::Running;
-        t.datetime_start = Some(Utc::now());
-        Ok(Some(t.clone()))
+        if heartbeat {
+            g.heartbeats.insert(t.id, Instant::now());
+        }
+        Ok(t)
+    }
+
+    fn fail_stale_trial(
+        &self,
+        trial_id: u64,
+        system_attrs: &[(String, Value)],
+        retry: &dyn Fn(&FrozenTrial) -> Option<FrozenTrial>,
+    ) -> Result<(Arc<FrozenTrial>, Option<FrozenTrial>)> {
+        let mut g = self.inner.write()?;
+        let failed = g.finish(trial_id, TrialState::Fail, None, system_attrs)?;
+        let copy = match retry(&failed) {
+            Some(template) => {
+                let (sid, _) = g.locate(trial_id)?;
+                Some(g.create(sid, Some(&template))?)
+            }
+            None => None,
+        };
+        Ok((failed, copy))
     }
 
     fn set_trial_param(
@@ -288,16 +345,9 @@ impl Storage for InMemoryStorage {
         system_attrs: &[(String, Value)],
     ) -> Result<Arc<FrozenTrial>> {
         super::require_finished(state)?;
-        let mut g = self.inner.write()?;
-        let t = g.running_mut(trial_id)?;
-        for (k, v) in system_attrs {
-            t.system_attrs.insert(k.clone(), v.clone());
-        }
-        t.values = values.map(<[f64]>::to_vec);
-        t.state = state;
-        t.datetime_complete = Some(Utc::now());
-        g.heartbeats.remove(&trial_id);
-        Ok(Arc::clone(g.trial(trial_id)?))
+        self.inner
+            .write()?
+            .finish(trial_id, state, values, system_attrs)
     }
 
     fn trial(&self, trial_id: u64) -> Result<Arc<FrozenTrial>> {
@@ -321,10 +371,13 @@ impl Storage for InMemoryStorage {
             .trials
             .iter()
             .filter(|t| t.state == TrialState::Running)
-            .filter(|t| {
-                g.heartbeats
-                    .get(&t.id)
-                    .is_some_and(|hb| hb.elapsed() > grace)
+            .filter(|t| match g.heartbeats.get(&t.id) {
+                Some(hb) => hb.elapsed() > grace,
+                // Never beat: stale once it started longer than `grace` ago.
+                None => t
+                    .datetime_start
+                    .and_then(|start| (Utc::now() - start).to_std().ok())
+                    .is_some_and(|age| age > grace),
             })
             .map(|t| t.id)
             .collect())

@@ -25,7 +25,12 @@
 //!   implementations cache finished trials (they never change) and fetch only
 //!   what changed.
 //! * **Atomicity.** Every method is one transaction: a crash leaves either the
-//!   old or the new state, never half of a change.
+//!   old or the new state, never half of a change. Steps that must not be
+//!   separated by a crash are one method: [`Storage::start_trial`] (a trial and
+//!   its first heartbeat), [`Storage::fail_stale_trial`] (a stale trial's
+//!   failure and its retry copy), [`Storage::create_trial`] with a template
+//!   (a trial and all its details), [`Storage::finish_trial`] (state, values
+//!   and attributes).
 
 mod memory;
 mod sqlite;
@@ -106,6 +111,30 @@ pub trait Storage: Send + Sync {
     /// returns it; `None` when there is none. Two callers never get the same trial.
     fn claim_waiting_trial(&self, study_id: u64) -> Result<Option<FrozenTrial>>;
 
+    /// Starts a trial for a worker: claims the oldest WAITING trial as
+    /// [`Storage::claim_waiting_trial`] does, or else creates a new RUNNING
+    /// trial, and with `heartbeat` records its first heartbeat, all in one
+    /// transaction: a crash never leaves a RUNNING trial that has no
+    /// heartbeat yet.
+    fn start_trial(&self, study_id: u64, heartbeat: bool) -> Result<FrozenTrial>;
+
+    /// Fails a stale RUNNING trial and enqueues its retry, in one transaction.
+    ///
+    /// Sets `system_attrs` and the FAIL state as [`Storage::finish_trial`]
+    /// does (failing with [`crate::Error::TrialFinished`] if the trial is no
+    /// longer RUNNING: another worker reaped it, or its owner finished it),
+    /// then calls `retry` with the failed record; a template it returns is
+    /// created as [`Storage::create_trial`] would, in the same transaction,
+    /// so a crash leaves either the RUNNING trial or the failed trial with its
+    /// copy, never a failed trial without its retry. Returns the failed
+    /// record and the copy.
+    fn fail_stale_trial(
+        &self,
+        trial_id: u64,
+        system_attrs: &[(String, Value)],
+        retry: &dyn Fn(&FrozenTrial) -> Option<FrozenTrial>,
+    ) -> Result<(Arc<FrozenTrial>, Option<FrozenTrial>)>;
+
     /// Records a parameter of a RUNNING trial (internal value and declared distribution).
     fn set_trial_param(
         &self,
@@ -147,7 +176,10 @@ pub trait Storage: Send + Sync {
         Ok(())
     }
 
-    /// RUNNING trials of the study whose last heartbeat is older than `grace`.
+    /// RUNNING trials of the study whose last heartbeat is older than
+    /// `grace`, and RUNNING trials with no heartbeat at all that started more
+    /// than `grace` ago (a worker killed before its first heartbeat, or a
+    /// file written by a tool without heartbeats), ordered by number.
     fn stale_trials(&self, _study_id: u64, _grace: Duration) -> Result<Vec<u64>> {
         Ok(Vec::new())
     }
@@ -183,6 +215,17 @@ impl<S: Storage + ?Sized> Storage for Arc<S> {
     }
     fn claim_waiting_trial(&self, study_id: u64) -> Result<Option<FrozenTrial>> {
         (**self).claim_waiting_trial(study_id)
+    }
+    fn start_trial(&self, study_id: u64, heartbeat: bool) -> Result<FrozenTrial> {
+        (**self).start_trial(study_id, heartbeat)
+    }
+    fn fail_stale_trial(
+        &self,
+        trial_id: u64,
+        system_attrs: &[(String, Value)],
+        retry: &dyn Fn(&FrozenTrial) -> Option<FrozenTrial>,
+    ) -> Result<(Arc<FrozenTrial>, Option<FrozenTrial>)> {
+        (**self).fail_stale_trial(trial_id, system_attrs, retry)
     }
     fn set_trial_param(
         &self,

@@ -51,13 +51,13 @@ pub(crate) struct HeartbeatThread {
 }
 
 impl HeartbeatThread {
-    /// Records a first heartbeat now, then one every `interval` on a new thread.
+    /// Records a heartbeat every `interval` on a new thread (the first one was
+    /// written with the trial by [`Storage::start_trial`]).
     pub(crate) fn start(
         storage: Arc<dyn Storage>,
         trial: &FrozenTrial,
         interval: Duration,
     ) -> Result<Self> {
-        storage.record_heartbeat(trial.id)?;
         let (tx, rx) = mpsc::channel::<()>();
         let (id, number) = (trial.id, trial.number);
         let handle = std::thread::Builder::new()
@@ -124,23 +124,28 @@ impl Study {
                     )),
                 ),
             ];
-            let t = match storage.finish_trial(trial_id, TrialState::Fail, None, &attrs) {
-                Ok(t) => t,
+            // Failing it and enqueueing its retry is one transaction.
+            let retry = |t: &FrozenTrial| self.retry_template(t);
+            let (t, copy) = match storage.fail_stale_trial(trial_id, &attrs, &retry) {
+                Ok(out) => out,
                 // Another worker failed it first, or its owner finished it meanwhile.
                 Err(Error::TrialFinished { .. }) => continue,
                 Err(e) => return Err(e),
             };
             tracing::warn!(study = %self.core.name, "trial {} failed as stale: no heartbeat for {:?}", t.number, hb.grace);
             failed.push(t.number);
-            if let Some(policy) = self.core.retry {
-                self.enqueue_retry(&t, policy)?;
+            if let Some(copy) = copy {
+                tracing::info!(study = %self.core.name, "trial {} re-enqueued as trial {}", t.number, copy.number);
             }
         }
         Ok(failed)
     }
 
-    /// Enqueues a WAITING copy of a failed trial, as Optuna's `RetryFailedTrialCallback`.
-    fn enqueue_retry(&self, failed: &FrozenTrial, policy: RetryPolicy) -> Result<Option<u64>> {
+    /// The WAITING copy of a failed trial to enqueue, as Optuna's
+    /// `RetryFailedTrialCallback` builds it; `None` without a retry policy or
+    /// once the policy's retries are used up.
+    fn retry_template(&self, failed: &FrozenTrial) -> Option<FrozenTrial> {
+        let policy = self.core.retry?;
         let mut system = failed.system_attrs.clone();
         system.remove(FailureKind::ATTR);
         system.remove(FailureKind::REASON_ATTR);
@@ -160,7 +165,7 @@ impl Study {
                 history.len(),
                 policy.max_retries
             );
-            return Ok(None);
+            return None;
         }
         system.insert(RETRY_HISTORY_ATTR.to_owned(), Value::Array(history));
         let mut template = FrozenTrial::new(0, 0, TrialState::Waiting);
@@ -168,11 +173,6 @@ impl Study {
         template.distributions = failed.distributions.clone();
         template.user_attrs = failed.user_attrs.clone();
         template.system_attrs = system;
-        let copy = self
-            .core
-            .storage
-            .create_trial(self.core.id, Some(&template))?;
-        tracing::info!(study = %self.core.name, "trial {} re-enqueued as trial {}", failed.number, copy.number);
-        Ok(Some(copy.number))
+        Some(template)
     }
 }

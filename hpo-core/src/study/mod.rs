@@ -139,10 +139,8 @@ impl Study {
         if self.core.heartbeat.is_some() {
             self.fail_stale_trials()?;
         }
-        let frozen = match storage.claim_waiting_trial(self.core.id)? {
-            Some(t) => t,
-            None => storage.create_trial(self.core.id, None)?,
-        };
+        // Claim or create, with the first heartbeat in the same transaction.
+        let frozen = storage.start_trial(self.core.id, self.core.heartbeat.is_some())?;
         if let Some(hb) = self.core.heartbeat {
             let beat =
                 heartbeat::HeartbeatThread::start(Arc::clone(storage), &frozen, hb.interval)?;

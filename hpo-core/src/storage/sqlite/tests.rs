@@ -1,4 +1,8 @@
 use super::*;
+use crate::distribution::Distribution;
+use crate::storage::Storage;
+use crate::trial::{FrozenTrial, TrialState};
+use crate::Direction;
 
 #[test]
 fn a_trial_costs_few_statements_and_commits() {
