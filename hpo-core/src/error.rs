@@ -136,6 +136,27 @@ pub enum Error {
         reason: String,
     },
 
+    /// A database server (PostgreSQL) failed or refused an operation. The
+    /// target is the URL without its password.
+    #[error("database error on {target}: {source}")]
+    Database {
+        /// The database, as a URL without the password.
+        target: String,
+        /// What the server or the client library reported.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+
+    /// A database (PostgreSQL) cannot be used as a study database: it holds
+    /// other tables, or an Optuna schema of another version. Nothing was written.
+    #[error("cannot use {target} as a study database: it {reason}")]
+    UnusableDatabase {
+        /// The database, as a URL without the password.
+        target: String,
+        /// What is wrong with it, and what to do.
+        reason: String,
+    },
+
     /// A lock guarding shared state was poisoned by a panic in another thread.
     #[error("internal state poisoned by a panic in another thread: {0}")]
     Poisoned(String),

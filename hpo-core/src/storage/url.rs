@@ -13,16 +13,17 @@ use std::sync::Arc;
 /// | `sqlite::memory:` | a private in-memory SQLite database |
 /// | `memory:` | an [`InMemoryStorage`] |
 ///
-/// Other schemes (`postgresql://...`) are recognised and rejected with
-/// "not supported yet" until their storage lands; anything else is an
-/// [`Error::InvalidStorageUrl`] that says what was expected.
+/// | `postgresql://user@host:5432/db` (also `postgres://`, `postgresql+psycopg://`) | `PostgresStorage` (feature `postgres`) |
+///
+/// `mysql://` is recognised and rejected with "not supported yet"; anything
+/// else is an [`Error::InvalidStorageUrl`] that says what was expected. A
+/// password in a URL is never repeated in an error.
 ///
 /// ```
 /// # fn main() -> hpo_core::Result<()> {
 /// let storage = hpo_core::storage::storage_from_url("sqlite::memory:")?;
 /// assert!(storage.studies()?.is_empty());
-/// assert!(hpo_core::storage::storage_from_url("postgresql://host/db").is_err());
-/// # Ok(())
+/// /// # Ok(())
 /// # }
 /// ```
 pub fn storage_from_url(url: &str) -> Result<Arc<dyn Storage>> {
@@ -51,12 +52,44 @@ pub fn storage_from_url(url: &str) -> Result<Arc<dyn Storage>> {
             Ok(Arc::new(SqliteStorage::open(path)?))
         }
         "memory" | "inmemory" if rest.is_empty() => Ok(Arc::new(InMemoryStorage::new())),
-        "postgresql" | "postgres" | "mysql" | "mysql+pymysql" | "postgresql+psycopg2" => Err(bad(&format!(
+        "postgresql" | "postgres" | "postgresql+psycopg" | "postgresql+psycopg2" => open_postgres(url),
+        "mysql" | "mysql+pymysql" => Err(bad(&format!(
             "the `{scheme}` storage is not supported yet; use `sqlite:path/to/study.db`"
         ))),
         _ => Err(bad(&format!(
             "unknown scheme `{scheme}`; supported: `sqlite:path/to/study.db`, `sqlite::memory:`, `memory:`"
         ))),
+    }
+}
+
+/// A `postgresql://` URL: the PostgreSQL storage, when built in.
+#[cfg(feature = "postgres")]
+fn open_postgres(url: &str) -> Result<Arc<dyn Storage>> {
+    Ok(Arc::new(super::PostgresStorage::open(url)?))
+}
+
+/// A `postgresql://` URL in a build without the `postgres` feature.
+#[cfg(not(feature = "postgres"))]
+fn open_postgres(url: &str) -> Result<Arc<dyn Storage>> {
+    Err(Error::InvalidStorageUrl {
+        url: redact_password(url),
+        reason: "this build of hpo has no PostgreSQL storage; enable the `postgres` feature \
+                 (`hpo = { features = [\"postgres\"] }`)"
+            .to_owned(),
+    })
+}
+
+#[cfg(not(feature = "postgres"))]
+fn redact_password(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('@') {
+            Some((userinfo, host)) => {
+                let user = userinfo.split(':').next().unwrap_or_default();
+                format!("{scheme}://{user}:***@{host}")
+            }
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
     }
 }
 
@@ -101,7 +134,7 @@ mod tests {
 
     #[test]
     fn unknown_and_unsupported_schemes_are_explained() {
-        assert!(reason("postgresql://u@h/db").contains("not supported yet"));
+        assert!(reason("mysql://u@h/db").contains("not supported yet"));
         assert!(reason("redis://x").contains("unknown scheme `redis`"));
         assert!(reason("study.db").contains("no scheme"));
         assert!(reason("sqlite:").contains("empty"));

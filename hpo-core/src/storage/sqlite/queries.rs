@@ -1,7 +1,7 @@
 //! Statements shared by the storage operations: loading trial records,
 //! study look-ups, attribute writes and trial detail inserts.
 
-use super::codec;
+use crate::storage::codec;
 use super::connection::{Counters, Inner, OpError, OpResult};
 use crate::distribution::Distribution;
 use crate::error::{Error, Result};

@@ -1,6 +1,6 @@
 //! [`Storage`] for [`SqliteStorage`]: one method, one statement or one transaction.
 
-use super::codec;
+use crate::storage::codec;
 use super::queries::{
     claim, insert_details, insert_trial, insert_values, new_record, read_row, set_system_attrs,
 };

@@ -1,4 +1,6 @@
-//! Optuna's value conventions in the RDB schema.
+//! Optuna's value conventions in the RDB schema, shared by every SQL dialect
+//! (SQLite and PostgreSQL), and the schema's identity (version, alembic
+//! revision, tables) that both dialects check before writing.
 //!
 //! * Floats that may be infinite or NaN are stored as `NULL` plus a type
 //!   column (`FINITE`, `INF_POS`, `INF_NEG`, `NAN`).
@@ -12,6 +14,70 @@ use crate::distribution::{python_float_repr, python_json_string};
 use crate::error::{Error, Result};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use serde_json::Value;
+
+/// The schema version in `version_info` (Optuna's `SCHEMA_VERSION`).
+pub(crate) const SCHEMA_VERSION: i64 = 12;
+/// The alembic revision Optuna 5.0 stamps on its databases.
+pub(crate) const ALEMBIC_VERSION: &str = "v3.2.0.a";
+/// The Optuna version whose schema this is, written to `version_info.library_version`.
+pub(crate) const LIBRARY_VERSION: &str = "5.0.0";
+
+/// Tables every Optuna study database has.
+pub(crate) const REQUIRED_TABLES: [&str; 12] = [
+    "studies",
+    "version_info",
+    "study_directions",
+    "study_user_attributes",
+    "study_system_attributes",
+    "trials",
+    "trial_user_attributes",
+    "trial_system_attributes",
+    "trial_params",
+    "trial_values",
+    "trial_intermediate_values",
+    "alembic_version",
+];
+
+/// Why a database with these tables, `version_info.schema_version` and
+/// `alembic_version.version_num` must not be written by hpo (`None`: it may).
+/// `tables` are the tables present; the wording completes "cannot use X as a
+/// study database: it ...".
+pub(crate) fn schema_refusal(
+    tables: &[String],
+    version: Option<i64>,
+    alembic: Option<&str>,
+    upgrade_url: &str,
+) -> Option<String> {
+    let missing: Vec<&str> = REQUIRED_TABLES
+        .iter()
+        .copied()
+        .filter(|t| !tables.iter().any(|have| have == t))
+        .collect();
+    if !missing.is_empty() {
+        return Some(format!(
+            "holds tables but is not an Optuna/hpo study database (missing tables: {}); \
+             hpo will not write to it",
+            missing.join(", ")
+        ));
+    }
+    let alembic_shown = alembic.unwrap_or("?");
+    match version {
+        Some(v) if v > SCHEMA_VERSION => Some(format!(
+            "has schema version {v} (alembic {alembic_shown}), newer than the version \
+             {SCHEMA_VERSION} (Optuna {LIBRARY_VERSION}) this hpo supports; upgrade hpo"
+        )),
+        Some(v) if v < SCHEMA_VERSION => Some(format!(
+            "has the old schema version {v} (alembic {alembic_shown}); upgrade it with \
+             `optuna storage upgrade --storage {upgrade_url}` first"
+        )),
+        None => Some("has no schema version in `version_info`".to_owned()),
+        Some(_) if alembic != Some(ALEMBIC_VERSION) => Some(format!(
+            "has alembic revision {alembic:?}, expected `{ALEMBIC_VERSION}` for schema \
+             version {SCHEMA_VERSION}"
+        )),
+        Some(_) => None,
+    }
+}
 
 /// The SQLAlchemy datetime text format.
 const DATETIME_FORMAT: &str = "%Y-%m-%d %H:%M:%S%.6f";
