@@ -157,6 +157,35 @@ pub enum Error {
         reason: String,
     },
 
+    /// Another process held the database locked for longer than the busy
+    /// timeout (SQLite's `SQLITE_BUSY`/`SQLITE_LOCKED` after every retry).
+    #[error(
+        "{} is locked by another process: its SQLite lock was still held after the busy \
+         timeout of {timeout:?}; let that process finish (or stop it), or raise the timeout \
+         (`?timeout=SECONDS` in the URL, `SqliteOptions::busy_timeout`)",
+        path.display()
+    )]
+    StorageLocked {
+        /// The database file.
+        path: PathBuf,
+        /// How long each attempt waited for the lock.
+        timeout: std::time::Duration,
+        /// SQLite's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// A storage opened read-only was asked to write.
+    #[error(
+        "cannot write to {}: the storage was opened read-only (`?mode=ro`, \
+         `SqliteStorage::open_read_only`); open it without read-only mode to write",
+        path.display()
+    )]
+    StorageReadOnly {
+        /// The database file.
+        path: PathBuf,
+    },
+
     /// A lock guarding shared state was poisoned by a panic in another thread.
     #[error("internal state poisoned by a panic in another thread: {0}")]
     Poisoned(String),

@@ -17,5 +17,6 @@ mod sampler_streams;
 mod sqlite_bad_input;
 mod sqlite_optuna_reference;
 mod sqlite_processes;
+mod sqlite_read_only;
 mod storage_conformance;
 mod tpe;

@@ -107,7 +107,7 @@ fn when(d: Option<chrono::DateTime<chrono::Utc>>) -> Value {
 
 /// Every study as hpo sees it, in the script's canonical form.
 fn hpo_dump(db: &Path) -> BTreeMap<String, Value> {
-    let s = SqliteStorage::open(db).unwrap();
+    let s = SqliteStorage::open_read_only(db).unwrap();
     let mut out = BTreeMap::new();
     for summary in s.studies().unwrap() {
         let trials = s.trials(summary.id).unwrap();

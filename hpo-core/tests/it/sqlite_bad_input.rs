@@ -76,7 +76,10 @@ fn study_db_with_version(d: &Path, version: i64) -> PathBuf {
 fn a_newer_schema_version() {
     let d = dir("newer");
     let p = study_db_with_version(&d, 13);
-    refused(&p, "newer than the version 12");
+    refused(
+        &p,
+        "has schema version 13 (alembic revision v3.2.0.a), newer than the schema version 12",
+    );
     std::fs::remove_dir_all(&d).unwrap();
 }
 
@@ -154,5 +157,156 @@ fn study_lookups_fail_clearly() {
         .build()
         .unwrap_err();
     assert!(matches!(err, Error::DirectionMismatch { .. }), "{err}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn a_database_with_only_a_view_is_not_empty() {
+    let d = dir("view");
+    let p = d.join("view.db");
+    let c = Connection::open(&p).unwrap();
+    c.execute_batch("CREATE VIEW answer AS SELECT 42 AS x;")
+        .unwrap();
+    drop(c);
+    let msg = refused(&p, "view `answer`");
+    assert!(msg.contains("not an Optuna/hpo study database"), "{msg}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A study database to which another program added `extra` (DELETE journal
+/// mode, so the file alone holds it).
+fn study_db_with(d: &Path, tag: &str, extra: &str) -> PathBuf {
+    let p = d.join(format!("{tag}.db"));
+    SqliteStorage::open(&p).unwrap();
+    let c = Connection::open(&p).unwrap();
+    c.execute_batch(&format!("PRAGMA journal_mode = DELETE; {extra}"))
+        .unwrap();
+    drop(c);
+    p
+}
+
+#[test]
+fn a_study_database_with_foreign_objects() {
+    let d = dir("foreign");
+    for (tag, extra, needle) in [
+        (
+            "index",
+            "CREATE INDEX my_index ON trials (state);",
+            "index `my_index`",
+        ),
+        (
+            "trigger",
+            "CREATE TRIGGER t AFTER INSERT ON trials BEGIN SELECT 1; END;",
+            "trigger `t`",
+        ),
+        (
+            "view",
+            "CREATE VIEW best AS SELECT * FROM trial_values;",
+            "view `best`",
+        ),
+        (
+            "table",
+            "CREATE TABLE app_settings (k TEXT);",
+            "table `app_settings`",
+        ),
+    ] {
+        let p = study_db_with(&d, tag, extra);
+        refused(&p, needle);
+        // Read-only mode refuses it too.
+        let err = SqliteStorage::open_read_only(&p).unwrap_err().to_string();
+        assert!(err.contains(needle), "{err}");
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn unsupported_schema_versions_are_printed_plainly() {
+    let d = dir("versions");
+    let p = study_db_with_version(&d, 11);
+    let c = Connection::open(&p).unwrap();
+    c.execute_batch("UPDATE alembic_version SET version_num = 'v9.9.9.a';")
+        .unwrap();
+    drop(c);
+    let msg = refused(
+        &p,
+        "has the old schema version 11 (alembic revision v9.9.9.a)",
+    );
+    assert!(
+        msg.contains("supports schema version 12 (alembic revision v3.2.0.a, Optuna 5.0.0)"),
+        "{msg}"
+    );
+    assert!(!msg.contains("Some("), "no debug strings: {msg}");
+    // The right version with a foreign alembic revision.
+    let p = study_db_with_version(&d, 12);
+    let c = Connection::open(&p).unwrap();
+    c.execute_batch("UPDATE alembic_version SET version_num = 'v9.9.9.a';")
+        .unwrap();
+    drop(c);
+    let msg = refused(&p, "has schema version 12 (alembic revision v9.9.9.a)");
+    assert!(!msg.contains("Some("), "no debug strings: {msg}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn a_damaged_file_is_refused_at_open() {
+    use hpo_core::{Direction, Storage, TrialState};
+    let d = dir("corrupt");
+    let p = d.join("damaged.db");
+    {
+        let s = SqliteStorage::open(&p).unwrap();
+        let id = s.create_study("s", &[Direction::Minimize]).unwrap();
+        for i in 0..2000 {
+            let t = s.create_trial(id, None).unwrap();
+            s.set_trial_user_attr(t.id, "note", &serde_json::json!(format!("trial {i}")))
+                .unwrap();
+            s.finish_trial(t.id, TrialState::Complete, Some(&[f64::from(i)]), &[])
+                .unwrap();
+        }
+    }
+    let c = Connection::open(&p).unwrap();
+    c.execute_batch("PRAGMA journal_mode = DELETE;").unwrap();
+    let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0)).unwrap();
+    let size: i64 = c.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
+    drop(c);
+    // Scribble over a page in the middle of the file.
+    let mut bytes = std::fs::read(&p).unwrap();
+    let start = (pages / 2 * size) as usize;
+    bytes[start..start + size as usize].fill(0x55);
+    std::fs::write(&p, &bytes).unwrap();
+    let msg = refused(&p, "is damaged (SQLite's quick_check");
+    assert!(msg.contains(".recover"), "says what to do: {msg}");
+    let err = SqliteStorage::open_read_only(&p).unwrap_err().to_string();
+    assert!(err.contains("is damaged"), "{err}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn a_locked_database_is_reported_as_locked_with_the_timeout() {
+    use hpo_core::storage::SqliteOptions;
+    use std::time::Duration;
+    let d = dir("locked");
+    let p = study_db_with_version(&d, 12);
+    let holder = Connection::open(&p).unwrap();
+    holder.execute_batch("BEGIN EXCLUSIVE;").unwrap();
+    let before = std::fs::read(&p).unwrap();
+    let options = SqliteOptions::default().busy_timeout(Duration::from_millis(200));
+    for read_only in [false, true] {
+        let err = SqliteStorage::open_with(&p, options.clone().read_only(read_only)).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, Error::StorageLocked { .. }), "{msg}");
+        assert!(msg.contains("locked by another process"), "{msg}");
+        assert!(msg.contains("busy timeout of 200ms"), "{msg}");
+        assert!(
+            !msg.contains("cannot be read as a SQLite database"),
+            "{msg}"
+        );
+        assert!(
+            std::error::Error::source(&err).is_some(),
+            "keeps SQLite's error"
+        );
+    }
+    holder.execute_batch("ROLLBACK;").unwrap();
+    drop(holder);
+    assert_eq!(std::fs::read(&p).unwrap(), before);
     std::fs::remove_dir_all(&d).unwrap();
 }

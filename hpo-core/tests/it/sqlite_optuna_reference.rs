@@ -14,7 +14,8 @@ fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/optuna_5_0_schema_ref.db")
 }
 
-/// A private copy of the fixture (opening a database switches it to WAL, a write).
+/// A private copy of the fixture, for tests that write (read-only tests read
+/// the committed file itself, which read-only mode leaves untouched).
 fn copy_of_fixture(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("hpo-ref-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -35,7 +36,7 @@ fn trials_of(s: &SqliteStorage, name: &str) -> (u64, Vec<std::sync::Arc<FrozenTr
 
 #[test]
 fn studies_directions_and_study_attributes() {
-    let s = SqliteStorage::open(copy_of_fixture("studies")).unwrap();
+    let s = SqliteStorage::open_read_only(fixture()).unwrap();
     let studies = s.studies().unwrap();
     assert_eq!(studies.len(), 2);
     assert_eq!((studies[0].id, studies[0].name.as_str()), (1, "single_obj"));
@@ -59,7 +60,7 @@ fn studies_directions_and_study_attributes() {
 
 #[test]
 fn trials_states_datetimes_and_values() {
-    let s = SqliteStorage::open(copy_of_fixture("trials")).unwrap();
+    let s = SqliteStorage::open_read_only(fixture()).unwrap();
     let (_, single) = trials_of(&s, "single_obj");
     let states: Vec<TrialState> = single.iter().map(|t| t.state).collect();
     use TrialState::*;
@@ -124,7 +125,7 @@ fn trials_states_datetimes_and_values() {
 
 #[test]
 fn every_parameter_and_distribution() {
-    let s = SqliteStorage::open(copy_of_fixture("params")).unwrap();
+    let s = SqliteStorage::open_read_only(fixture()).unwrap();
     let expected = include_str!("../data/optuna_5_0_schema_ref_params.txt");
     let mut all: Vec<std::sync::Arc<FrozenTrial>> = trials_of(&s, "single_obj").1;
     all.extend(trials_of(&s, "multi_obj").1);
@@ -163,7 +164,7 @@ fn every_parameter_and_distribution() {
 
 #[test]
 fn intermediate_values_and_trial_attributes() {
-    let s = SqliteStorage::open(copy_of_fixture("attrs")).unwrap();
+    let s = SqliteStorage::open_read_only(fixture()).unwrap();
     let (_, single) = trials_of(&s, "single_obj");
     let iv = |i: usize| {
         single[i]

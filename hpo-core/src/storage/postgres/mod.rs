@@ -11,8 +11,6 @@ mod storage_impl;
 pub use self::conn::PostgresStats;
 pub use self::connect::PostgresOptions;
 
-pub(crate) use self::connect::redact as redact_url;
-
 use self::conn::Inner;
 use self::connect::Target;
 use crate::error::Result;

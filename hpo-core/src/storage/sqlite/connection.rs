@@ -25,6 +25,9 @@ pub(super) struct Inner {
     /// a trial that was not WAITING when looked at never becomes WAITING, so
     /// each claim looks only at the trials added since the last look.
     pub(super) claim_from: HashMap<u64, i64>,
+    /// The connection is a read-only one opened with `immutable=1` (see
+    /// [`SqliteStorage::open_read_only`]).
+    pub(super) immutable: bool,
 }
 
 #[derive(Default)]
@@ -72,12 +75,7 @@ impl From<Error> for OpError {
 
 pub(super) type OpResult<T> = std::result::Result<T, OpError>;
 
-pub(super) fn is_busy(e: &rusqlite::Error) -> bool {
-    matches!(
-        e.sqlite_error_code(),
-        Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked)
-    )
-}
+pub(super) use super::schema::is_busy;
 impl SqliteStorage {
     pub(super) fn lock(&self) -> Result<MutexGuard<'_, Inner>> {
         Ok(self.inner.lock()?)
@@ -86,6 +84,9 @@ impl SqliteStorage {
     /// Runs `f` on the connection, retrying while the database is busy.
     pub(super) fn op<T>(&self, mut f: impl FnMut(&mut Inner) -> OpResult<T>) -> Result<T> {
         let mut g = self.lock()?;
+        if g.immutable {
+            self.leave_immutable(&mut g)?;
+        }
         let mut attempt = 0;
         loop {
             match f(&mut g) {
@@ -99,14 +100,50 @@ impl SqliteStorage {
                     tracing::debug!(attempt, "SQLite database busy; retrying");
                     std::thread::sleep(Duration::from_millis(5 << attempt.min(6)));
                 }
-                Err(OpError::Sql(e)) => {
-                    return Err(Error::Storage {
-                        path: self.path.clone(),
-                        message: e.to_string(),
-                    })
-                }
+                Err(OpError::Sql(e)) => return Err(self.sql_error(e)),
             }
         }
+    }
+
+    /// A SQLite error as hpo reports it: a lock held too long, a write to a
+    /// read-only storage, or anything else with the file's path.
+    pub(super) fn sql_error(&self, e: rusqlite::Error) -> Error {
+        let path = self
+            .path
+            .clone()
+            .unwrap_or_else(|| std::path::PathBuf::from(":memory:"));
+        if is_busy(&e) {
+            return Error::StorageLocked {
+                path,
+                timeout: self.busy_timeout,
+                source: Box::new(e),
+            };
+        }
+        if self.read_only && e.sqlite_error_code() == Some(ErrorCode::ReadOnly) {
+            return Error::StorageReadOnly { path };
+        }
+        Error::Storage {
+            path: self.path.clone(),
+            message: e.to_string(),
+        }
+    }
+
+    /// A read-only handle opened `immutable` (a WAL-mode file with no writer)
+    /// switches to an ordinary read-only connection as soon as a writer has
+    /// appeared (its `-wal` file exists), so it sees the writer's commits.
+    fn leave_immutable(&self, g: &mut Inner) -> Result<()> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        if !super::open::wal_file(path).exists() {
+            return Ok(());
+        }
+        let conn = super::open::read_only_connection(path, false)?;
+        conn.busy_timeout(self.busy_timeout)
+            .map_err(|e| self.sql_error(e))?;
+        g.conn = conn;
+        g.immutable = false;
+        Ok(())
     }
 }
 

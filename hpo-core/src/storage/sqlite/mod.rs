@@ -16,6 +16,7 @@ pub use self::options::{SqliteOptions, SqliteStats};
 use self::connection::Inner;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::Duration;
 
 /// A study storage in one SQLite file (or in memory), in Optuna's schema.
 ///
@@ -82,12 +83,20 @@ use std::sync::Mutex;
 pub struct SqliteStorage {
     path: Option<PathBuf>,
     inner: Mutex<Inner>,
+    /// Opened read-only: every write is refused.
+    read_only: bool,
+    /// How long a statement waits for a lock held by another connection.
+    busy_timeout: Duration,
+    /// The journal mode an existing file had before this storage switched
+    /// it to WAL, restored on drop.
+    restore_journal: Option<String>,
 }
 
 impl std::fmt::Debug for SqliteStorage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SqliteStorage")
             .field("path", &self.path)
+            .field("read_only", &self.read_only)
             .finish_non_exhaustive()
     }
 }

@@ -5,8 +5,9 @@ use std::time::Duration;
 /// Options for opening a [`SqliteStorage`](super::SqliteStorage).
 #[derive(Debug, Clone)]
 pub struct SqliteOptions {
-    pub(super) busy_timeout: Duration,
-    pub(super) synchronous_full: bool,
+    pub(crate) busy_timeout: Duration,
+    pub(crate) synchronous_full: bool,
+    pub(crate) read_only: bool,
 }
 
 impl Default for SqliteOptions {
@@ -14,6 +15,7 @@ impl Default for SqliteOptions {
         SqliteOptions {
             busy_timeout: Duration::from_secs(30),
             synchronous_full: false,
+            read_only: false,
         }
     }
 }
@@ -31,6 +33,14 @@ impl SqliteOptions {
     /// survives process crashes but may lose the last commits on power loss.
     pub fn synchronous_full(mut self, yes: bool) -> Self {
         self.synchronous_full = yes;
+        self
+    }
+
+    /// Read-only mode (`?mode=ro` in a URL): the file must be an existing
+    /// study database; not a byte of it is written and no `-wal` or `-shm`
+    /// file is created (see [`SqliteStorage::open_read_only`](super::SqliteStorage::open_read_only)).
+    pub fn read_only(mut self, yes: bool) -> Self {
+        self.read_only = yes;
         self
     }
 }

@@ -3,7 +3,7 @@
 //! processes on one study file, with statements and commits per trial.
 //!
 //! ```sh
-//! cargo run --release --example storage_bench
+//! cargo bench -p hpo-core --bench storage
 //! ```
 //!
 //! Writes `bench/results/storage.json` and `bench/results/storage.md`. The
@@ -13,8 +13,8 @@
 //! worker's last one (process start-up excluded).
 
 use anyhow::{bail, Context, Result};
-use hpo::storage::{SqliteOptions, SqliteStorage};
-use hpo::{Direction, RandomSampler, Study, TrialError};
+use hpo_core::storage::{SqliteOptions, SqliteStorage};
+use hpo_core::{Direction, RandomSampler, Study, TrialError};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -131,13 +131,13 @@ fn run(dir: &Path, processes: usize, full: bool) -> Result<Row> {
     let sum = |k: &str| reports.iter().filter_map(|r| r[k].as_u64()).sum::<u64>();
     let errors = reports.iter().filter(|r| !r["error"].is_null()).count();
     let storage = open(&db, full)?;
-    let id = hpo::Storage::find_study(&storage, STUDY)?
+    let id = hpo_core::Storage::find_study(&storage, STUDY)?
         .context("study vanished")?
         .id;
-    let trials = hpo::Storage::trials(&storage, id)?;
+    let trials = hpo_core::Storage::trials(&storage, id)?;
     let complete = trials
         .iter()
-        .filter(|t| t.state == hpo::TrialState::Complete)
+        .filter(|t| t.state == hpo_core::TrialState::Complete)
         .count();
     let numbers_ok = trials.iter().enumerate().all(|(i, t)| t.number == i as u64);
     if !numbers_ok || complete != per * processes {
@@ -244,7 +244,7 @@ fn main() -> Result<()> {
         reads["next_read_ms"].as_f64().unwrap_or(f64::NAN),
         reads["next_read_loaded"],
     ));
-    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/results");
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/results");
     std::fs::create_dir_all(&out)?;
     std::fs::write(
         out.join("storage.json"),
@@ -258,7 +258,7 @@ fn main() -> Result<()> {
 /// The cost of `trials()` on a large study: the first read by a second
 /// handle loads everything once; the next reads only what changed.
 fn read_costs(dir: &Path, n: usize) -> Result<Value> {
-    use hpo::{Distribution, FloatDistribution, FrozenTrial, IntDistribution, Storage, TrialState};
+    use hpo_core::{Distribution, FloatDistribution, FrozenTrial, IntDistribution, Storage, TrialState};
     let db = dir.join("reads.db");
     let writer = open(&db, false)?;
     let id = writer.create_study("reads", &[Direction::Minimize])?;
@@ -302,5 +302,5 @@ fn read_costs(dir: &Path, n: usize) -> Result<Value> {
 }
 
 fn rusqlite_version() -> String {
-    hpo::storage::SqliteStorage::sqlite_version()
+    hpo_core::storage::SqliteStorage::sqlite_version()
 }
