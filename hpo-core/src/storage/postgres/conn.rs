@@ -78,11 +78,9 @@ impl From<Error> for OpError {
 pub(super) type OpResult<T> = std::result::Result<T, OpError>;
 
 /// A storage id as the schema's `INTEGER` (32-bit) column.
-pub(super) fn id32(id: u64) -> OpResult<i32> {
+pub(super) fn id32(id: u64) -> Result<i32> {
     i32::try_from(id).map_err(|_| {
-        OpError::Hpo(Error::InvalidOperation(format!(
-            "id {id} is beyond the schema's 32-bit INTEGER ids"
-        )))
+        Error::InvalidOperation(format!("id {id} is beyond the schema's 32-bit INTEGER ids"))
     })
 }
 
@@ -133,22 +131,27 @@ impl<C: GenericClient> Db<'_, C> {
     }
 
     /// Several statements without parameters in one round trip, as one
-    /// transaction; returns the rows of every statement as text. Only for
-    /// SQL built from numbers and constants, never from user strings.
+    /// transaction; returns the rows of the last statement, as text. Only
+    /// for SQL built from numbers and constants, never from user strings.
     pub(super) fn batch(&mut self, sql: &str, statements: u64) -> OpResult<Vec<Vec<String>>> {
         self.stats.statements += statements;
         self.stats.round_trips += 1;
         let mut rows = Vec::new();
+        let mut last = Vec::new();
         for m in self.c.simple_query(sql)? {
-            if let postgres::SimpleQueryMessage::Row(r) = m {
-                rows.push(
+            match m {
+                postgres::SimpleQueryMessage::Row(r) => rows.push(
                     (0..r.len())
                         .map(|i| r.get(i).unwrap_or_default().to_owned())
                         .collect(),
-                );
+                ),
+                postgres::SimpleQueryMessage::CommandComplete(_) => {
+                    last = std::mem::take(&mut rows);
+                }
+                _ => {}
             }
         }
-        Ok(rows)
+        Ok(last)
     }
 }
 

@@ -46,7 +46,7 @@ pub(super) fn trial_row(r: &Row) -> OpResult<TrialRow> {
 pub(super) fn not_writable<C: GenericClient>(db: &mut Db<'_, C>, trial_id: u64) -> OpError {
     let id = match id32(trial_id) {
         Ok(id) => id,
-        Err(e) => return e,
+        Err(e) => return OpError::Hpo(e),
     };
     match db.query_opt(
         "SELECT number, state::text FROM trials WHERE trial_id = $1",
