@@ -258,7 +258,9 @@ fn main() -> Result<()> {
 /// The cost of `trials()` on a large study: the first read by a second
 /// handle loads everything once; the next reads only what changed.
 fn read_costs(dir: &Path, n: usize) -> Result<Value> {
-    use hpo_core::{Distribution, FloatDistribution, FrozenTrial, IntDistribution, Storage, TrialState};
+    use hpo_core::{
+        Distribution, FloatDistribution, FrozenTrial, IntDistribution, Storage, TrialState,
+    };
     let db = dir.join("reads.db");
     let writer = open(&db, false)?;
     let id = writer.create_study("reads", &[Direction::Minimize])?;

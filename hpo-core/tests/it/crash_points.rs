@@ -156,7 +156,9 @@ fn crash_at(dir: &Path, template: &Path, k: usize) -> Result<bool, String> {
                 t.number
             ));
         }
-        if t.state == TrialState::Complete && (t.values.is_none() || !t.internal_params.contains_key("x")) {
+        if t.state == TrialState::Complete
+            && (t.values.is_none() || !t.internal_params.contains_key("x"))
+        {
             wrong.push(format!(
                 "COMPLETE trial {} lacks its value or param",
                 t.number

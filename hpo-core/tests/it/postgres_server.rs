@@ -118,7 +118,10 @@ impl TestDb {
 impl Drop for TestDb {
     fn drop(&mut self) {
         if let Some(mut admin) = admin() {
-            let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
+            let _ = admin.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
         }
     }
 }
@@ -137,7 +140,8 @@ fn drop_orphans(admin: &mut Client) {
         let pid = name.split('_').nth(2).and_then(|p| p.parse::<u32>().ok());
         if let Some(pid) = pid {
             if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+                let _ =
+                    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
             }
         }
     }

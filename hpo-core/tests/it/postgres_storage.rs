@@ -118,10 +118,16 @@ version_info.library_version varchar YES 256";
         "trials_study_id_fkey",
         "version_info_version_info_id_check",
     ] {
-        assert!(constraints.iter().any(|c| c == name), "missing {name}: {constraints:?}");
+        assert!(
+            constraints.iter().any(|c| c == name),
+            "missing {name}: {constraints:?}"
+        );
     }
     let version: (i32, String) = c
-        .query_one("SELECT schema_version, library_version::text FROM version_info", &[])
+        .query_one(
+            "SELECT schema_version, library_version::text FROM version_info",
+            &[],
+        )
         .map(|r| (r.get(0), r.get(1)))
         .unwrap();
     assert_eq!(version, (12, "5.0.0".to_owned()));
@@ -180,7 +186,10 @@ fn foreign_and_other_version_schemas_are_refused_without_a_write() {
     c.batch_execute("UPDATE version_info SET schema_version = 13")
         .unwrap();
     let why = refusal(&db);
-    assert!(why.contains("newer") && why.contains("upgrade hpo"), "{why}");
+    assert!(
+        why.contains("newer") && why.contains("upgrade hpo"),
+        "{why}"
+    );
     c.batch_execute("UPDATE version_info SET schema_version = 11")
         .unwrap();
     let why = refusal(&db);
@@ -200,7 +209,11 @@ fn urls_open_and_passwords_stay_hidden() {
     let s = storage_from_url(&db.url()).unwrap();
     assert!(s.studies().unwrap().is_empty());
     let alt = db.url().replacen("postgresql://", "postgres://", 1);
-    assert!(storage_from_url(&alt).unwrap().studies().unwrap().is_empty());
+    assert!(storage_from_url(&alt)
+        .unwrap()
+        .studies()
+        .unwrap()
+        .is_empty());
 
     // A wrong password against a trust server still connects, so use an
     // unreachable port: the error names the server without the password.
@@ -214,11 +227,15 @@ fn urls_open_and_passwords_stay_hidden() {
     .unwrap_err();
     let shown = format!("{err} / {err:?}");
     assert!(!shown.contains("pa55w0rd-secret"), "{shown}");
-    assert!(shown.contains("postgres:***@127.0.0.1:1/nowhere"), "{shown}");
+    assert!(
+        shown.contains("postgres:***@127.0.0.1:1/nowhere"),
+        "{shown}"
+    );
     let storage = PostgresStorage::open(&db.url()).unwrap();
     assert!(!format!("{storage:?}").contains("secret"));
     // A URL with a password that opens: Debug and server() hide it.
-    let with_password = url_of(&db.name).replacen("://postgres@", "://postgres:pa55w0rd-secret@", 1);
+    let with_password =
+        url_of(&db.name).replacen("://postgres@", "://postgres:pa55w0rd-secret@", 1);
     if with_password.contains("pa55w0rd") {
         let s = PostgresStorage::open(&with_password).unwrap();
         assert!(!format!("{s:?} {}", s.server()).contains("pa55w0rd"));
@@ -249,5 +266,9 @@ fn reads_are_incremental() {
     assert_eq!(reader.trials(id).unwrap().len(), 201);
     let after = reader.stats();
     assert_eq!(after.trials_loaded - before.trials_loaded, 1);
-    assert_eq!(after.round_trips - before.round_trips, 2, "rows, then details");
+    assert_eq!(
+        after.round_trips - before.round_trips,
+        2,
+        "rows, then details"
+    );
 }

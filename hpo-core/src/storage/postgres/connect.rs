@@ -75,7 +75,10 @@ impl Target {
             ));
         };
         let base = scheme.split('+').next().unwrap_or(scheme);
-        if !matches!(base.to_ascii_lowercase().as_str(), "postgresql" | "postgres") {
+        if !matches!(
+            base.to_ascii_lowercase().as_str(),
+            "postgresql" | "postgres"
+        ) {
             return Err(bad(format!("`{scheme}` is not a PostgreSQL scheme")));
         }
         let config = Config::from_str(&format!("postgresql://{rest}"))

@@ -121,10 +121,8 @@ pub(super) fn load<C: GenericClient>(
                 t.distributions.insert(name, dist);
             }
             1 | 2 => {
-                let v = codec::parse_json(
-                    &format!("attribute `{name}` of trial {}", t.number),
-                    &text,
-                )?;
+                let v =
+                    codec::parse_json(&format!("attribute `{name}` of trial {}", t.number), &text)?;
                 let map = if kind == 1 {
                     &mut t.user_attrs
                 } else {

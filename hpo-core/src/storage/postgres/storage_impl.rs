@@ -393,10 +393,8 @@ impl Storage for PostgresStorage {
             .iter()
             .map(|v| codec::encode_float(*v))
             .unzip();
-        let last: BTreeMap<&str, &Value> = system_attrs
-            .iter()
-            .map(|(k, v)| (k.as_str(), v))
-            .collect();
+        let last: BTreeMap<&str, &Value> =
+            system_attrs.iter().map(|(k, v)| (k.as_str(), v)).collect();
         let (keys, json): (Vec<&str>, Vec<String>) = last
             .into_iter()
             .map(|(k, v)| (k, codec::python_json(v)))

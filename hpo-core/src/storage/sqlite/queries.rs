@@ -1,11 +1,11 @@
 //! Statements shared by the storage operations: loading trial records,
 //! study look-ups, attribute writes and trial detail inserts.
 
-use crate::storage::codec;
 use super::connection::{Counters, Inner, OpError, OpResult};
+use crate::direction::Direction;
 use crate::distribution::Distribution;
 use crate::error::{Error, Result};
-use crate::direction::Direction;
+use crate::storage::codec;
 use crate::trial::{FrozenTrial, TrialState};
 use chrono::{DateTime, Utc};
 use rusqlite::types::ValueRef;
@@ -103,7 +103,8 @@ impl Inner {
                 0 => {
                     let name: String = r.get(2)?;
                     let dist = Distribution::from_json(&text)?;
-                    t.internal_params.insert(name.clone(), real.unwrap_or(f64::NAN));
+                    t.internal_params
+                        .insert(name.clone(), real.unwrap_or(f64::NAN));
                     t.distributions.insert(name, dist);
                 }
                 1 | 2 => {

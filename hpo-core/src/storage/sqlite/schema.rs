@@ -16,8 +16,8 @@ use rusqlite::{Connection, OptionalExtension};
 use std::path::Path;
 use std::time::Duration;
 
-pub(crate) use crate::storage::codec::{ALEMBIC_VERSION, LIBRARY_VERSION, SCHEMA_VERSION};
 use crate::storage::codec::REQUIRED_TABLES;
+pub(crate) use crate::storage::codec::{ALEMBIC_VERSION, LIBRARY_VERSION, SCHEMA_VERSION};
 
 /// Optuna 5.0.0's DDL, table by table, as SQLite stores it.
 pub(crate) const DDL: &str = include_str!("schema.sql");
