@@ -15,6 +15,7 @@ pub struct PostgresOptions {
     connect_attempts: u32,
     first_backoff: Duration,
     connect_timeout: Duration,
+    synchronous_commit: bool,
 }
 
 impl Default for PostgresOptions {
@@ -23,6 +24,7 @@ impl Default for PostgresOptions {
             connect_attempts: 6,
             first_backoff: Duration::from_millis(200),
             connect_timeout: Duration::from_secs(10),
+            synchronous_commit: false,
         }
     }
 }
@@ -40,6 +42,23 @@ impl PostgresOptions {
     /// (default 200 ms).
     pub fn first_backoff(mut self, wait: Duration) -> Self {
         self.first_backoff = wait;
+        self
+    }
+
+    /// Whether every commit waits for the server to flush it to disk
+    /// (PostgreSQL's `synchronous_commit`, set for this storage's
+    /// connections only).
+    ///
+    /// The default, `false`, is the durability of the SQLite storage's
+    /// default (`synchronous = NORMAL`): a commit is visible to every other
+    /// worker at once and survives any crash of a worker, and the database
+    /// is never inconsistent, but if the *server* machine crashes or loses
+    /// power, the commits of its last fraction of a second
+    /// (`wal_writer_delay`, 200 ms by default, at most three times that) may
+    /// be lost: those trials are run again. `true` makes every commit
+    /// durable on the server's disk, at the cost of a disk flush per write.
+    pub fn synchronous_commit(mut self, yes: bool) -> Self {
+        self.synchronous_commit = yes;
         self
     }
 
@@ -105,7 +124,12 @@ impl Target {
         let mut wait = options.first_backoff;
         let mut attempt = 1;
         loop {
-            match connect_once(&config, &self.shown) {
+            match connect_once(&config, &self.shown).and_then(|mut client| {
+                if !options.synchronous_commit {
+                    client.batch_execute("SET synchronous_commit = off")?;
+                }
+                Ok(client)
+            }) {
                 Ok(client) => return Ok(client),
                 Err(e) if attempt < options.connect_attempts && retryable(&e) => {
                     tracing::warn!(

@@ -55,6 +55,13 @@ use std::sync::Mutex;
 ///   cached per study and never re-read; a read fetches only the trial rows
 ///   from the oldest unfinished trial on and the details of trials it does
 ///   not hold.
+/// * **Durability.** By default a commit does not wait for the server's disk
+///   flush (`synchronous_commit = off` on this storage's connections): a
+///   commit is visible to every worker at once and survives any worker's
+///   crash, but a crash of the server machine may lose its last fraction of
+///   a second of commits (never consistency), as the SQLite storage's default
+///   may on power loss. [`PostgresOptions::synchronous_commit`] makes every
+///   commit durable (a disk flush per write).
 /// * **One connection per handle**, behind a mutex; open one storage per
 ///   process (threads share it). A connection lost is reopened on the next
 ///   operation, with retries and doubling waits; transactions the server
