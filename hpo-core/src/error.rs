@@ -138,10 +138,12 @@ pub enum Error {
 
     /// A database server (PostgreSQL) failed or refused an operation. The
     /// target is the URL without its password.
-    #[error("database error on {target}: {source}")]
+    #[error("database error on {target}: {message}")]
     Database {
         /// The database, as a URL without the password.
         target: String,
+        /// What failed, with the server's message (the whole chain of causes).
+        message: String,
         /// What the server or the client library reported.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync + 'static>,

@@ -272,3 +272,29 @@ fn reads_are_incremental() {
         "rows, then details"
     );
 }
+
+/// With `postgres-tls`, `sslmode=require` encrypts the connection (libpq's
+/// meaning: encrypted, certificate not checked).
+#[cfg(feature = "postgres-tls")]
+#[test]
+fn tls_connections_are_encrypted() {
+    let Some(db) = TestDb::create() else { return };
+    let mut c = db.client();
+    let ssl: String = c.query_one("SHOW ssl", &[]).unwrap().get(0);
+    if ssl != "on" {
+        eprintln!("*** SKIPPING the TLS test: the test server has ssl = {ssl} ***");
+        return;
+    }
+    let url = format!("{}?sslmode=require&application_name=hpo-tls-test", db.url());
+    let s = PostgresStorage::open(&url).unwrap();
+    assert!(s.studies().unwrap().is_empty());
+    let encrypted: bool = c
+        .query_one(
+            "SELECT bool_and(s.ssl) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) \
+             WHERE a.application_name = 'hpo-tls-test'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(encrypted);
+}

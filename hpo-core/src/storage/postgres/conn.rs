@@ -186,6 +186,23 @@ impl Inner {
     }
 }
 
+/// An [`Error::Database`] whose message is the whole chain of causes
+/// (`postgres::Error` alone says only "db error").
+pub(super) fn database_error(target: &str, e: postgres::Error) -> Error {
+    let mut message = e.to_string();
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        message.push_str(": ");
+        message.push_str(&c.to_string());
+        cause = c.source();
+    }
+    Error::Database {
+        target: target.to_owned(),
+        message,
+        source: Box::new(e),
+    }
+}
+
 /// Whether the server aborted the operation and running it again is safe:
 /// serialization failures and deadlocks roll the whole transaction back.
 fn is_retryable(e: &postgres::Error) -> bool {
@@ -216,12 +233,7 @@ impl PostgresStorage {
                     tracing::debug!(attempt, "PostgreSQL aborted a transaction ({e}); retrying");
                     std::thread::sleep(Duration::from_millis(2 << attempt.min(6)));
                 }
-                Err(OpError::Pg(e)) => {
-                    return Err(Error::Database {
-                        target: self.target.shown.clone(),
-                        source: Box::new(e),
-                    })
-                }
+                Err(OpError::Pg(e)) => return Err(database_error(&self.target.shown, e)),
             }
         }
     }

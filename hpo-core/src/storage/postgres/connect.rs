@@ -70,12 +70,26 @@ impl PostgresOptions {
     }
 }
 
+/// How much of the server's TLS certificate is checked, as libpq's
+/// `sslmode` says: `prefer` and `require` encrypt without checking,
+/// `verify-ca` checks the chain, `verify-full` the chain and the host name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Verify {
+    Nothing,
+    Chain,
+    ChainAndHost,
+}
+
 /// A parsed server address with a printable, password-free form.
 #[derive(Clone)]
 pub(super) struct Target {
     pub(super) config: Config,
     /// `postgresql://user@host:port/db`: never the password.
     pub(super) shown: String,
+    /// What TLS checks (`sslmode=verify-ca`, `verify-full`).
+    verify: Verify,
+    /// A CA certificate file that signs the server's (`sslrootcert=PATH`).
+    root_cert: Option<std::path::PathBuf>,
 }
 
 impl Target {
@@ -100,15 +114,52 @@ impl Target {
         ) {
             return Err(bad(format!("`{scheme}` is not a PostgreSQL scheme")));
         }
-        let config = Config::from_str(&format!("postgresql://{rest}"))
+        // libpq's `verify-ca` / `verify-full` and `sslrootcert` are hpo's to
+        // handle (the client library knows `disable`, `prefer`, `require`).
+        let (head, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let mut verify = Verify::Nothing;
+        let mut root_cert = None;
+        let mut kept = Vec::new();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some(("sslmode", "verify-ca")) => {
+                    verify = Verify::Chain;
+                    kept.push("sslmode=require".to_owned());
+                }
+                Some(("sslmode", "verify-full")) => {
+                    verify = Verify::ChainAndHost;
+                    kept.push("sslmode=require".to_owned());
+                }
+                Some(("sslrootcert", path)) => root_cert = Some(std::path::PathBuf::from(path)),
+                _ => kept.push(pair.to_owned()),
+            }
+        }
+        let rebuilt = if kept.is_empty() {
+            format!("postgresql://{head}")
+        } else {
+            format!("postgresql://{head}?{}", kept.join("&"))
+        };
+        let config = Config::from_str(&rebuilt)
             .map_err(|e| bad(format!("it does not parse as a PostgreSQL URL: {e}")))?;
+        if !cfg!(feature = "postgres-tls") && config.get_ssl_mode() == SslMode::Require {
+            return Err(bad(
+                "it asks for TLS (`sslmode=require` or `verify-*`) but this build of hpo has no \
+                 TLS; enable the `postgres-tls` feature"
+                    .to_owned(),
+            ));
+        }
         if config.get_dbname().is_none_or(str::is_empty) {
             return Err(bad(
                 "it names no database; write `postgresql://user@host:5432/database`".to_owned(),
             ));
         }
-        let shown = show(&config);
-        Ok(Target { config, shown })
+        let shown = show(&config, verify);
+        Ok(Target {
+            config,
+            shown,
+            verify,
+            root_cert,
+        })
     }
 
     /// Opens a connection, retrying with doubling waits while the server
@@ -121,10 +172,11 @@ impl Target {
         if config.get_application_name().is_none() {
             config.application_name("hpo");
         }
+        let tls = self.tls()?;
         let mut wait = options.first_backoff;
         let mut attempt = 1;
         loop {
-            match connect_once(&config, &self.shown).and_then(|mut client| {
+            match connect_once(&config, &tls).and_then(|mut client| {
                 if !options.synchronous_commit {
                     client.batch_execute("SET synchronous_commit = off")?;
                 }
@@ -141,12 +193,7 @@ impl Target {
                     wait = wait.saturating_mul(2).min(Duration::from_secs(10));
                     attempt += 1;
                 }
-                Err(e) => {
-                    return Err(Error::Database {
-                        target: self.shown.clone(),
-                        source: Box::new(e),
-                    })
-                }
+                Err(e) => return Err(super::conn::database_error(&self.shown, e)),
             }
         }
     }
@@ -162,31 +209,68 @@ fn retryable(e: &postgres::Error) -> bool {
     }
 }
 
+/// The TLS connector of a build with TLS: certificates checked as the URL's
+/// `sslmode` asks, with the URL's `sslrootcert` trusted besides the system's.
 #[cfg(feature = "postgres-tls")]
-fn connect_once(config: &Config, _shown: &str) -> std::result::Result<Client, postgres::Error> {
-    match native_tls::TlsConnector::new() {
-        Ok(tls) => config.connect(postgres_native_tls::MakeTlsConnector::new(tls)),
-        Err(e) => {
-            tracing::warn!("no TLS available ({e}); connecting without TLS");
-            config.connect(postgres::NoTls)
+type Tls = postgres_native_tls::MakeTlsConnector;
+
+/// A build without TLS connects in plain TCP (URLs asking for TLS are refused).
+#[cfg(not(feature = "postgres-tls"))]
+type Tls = postgres::NoTls;
+
+impl Target {
+    #[cfg(feature = "postgres-tls")]
+    fn tls(&self) -> Result<Tls> {
+        let bad = |reason: String| Error::InvalidStorageUrl {
+            url: self.shown.clone(),
+            reason,
+        };
+        let mut builder = native_tls::TlsConnector::builder();
+        match self.verify {
+            Verify::Nothing => {
+                builder
+                    .danger_accept_invalid_certs(true)
+                    .danger_accept_invalid_hostnames(true);
+            }
+            Verify::Chain => {
+                builder.danger_accept_invalid_hostnames(true);
+            }
+            Verify::ChainAndHost => {}
         }
+        if let Some(path) = &self.root_cert {
+            let pem = std::fs::read(path).map_err(|e| {
+                bad(format!(
+                    "its sslrootcert `{}` cannot be read: {e}",
+                    path.display()
+                ))
+            })?;
+            let cert = native_tls::Certificate::from_pem(&pem).map_err(|e| {
+                bad(format!(
+                    "its sslrootcert `{}` is not a PEM certificate: {e}",
+                    path.display()
+                ))
+            })?;
+            builder.add_root_certificate(cert);
+        }
+        let connector = builder
+            .build()
+            .map_err(|e| bad(format!("no TLS connector could be built: {e}")))?;
+        Ok(postgres_native_tls::MakeTlsConnector::new(connector))
+    }
+
+    #[cfg(not(feature = "postgres-tls"))]
+    fn tls(&self) -> Result<Tls> {
+        let _ = (self.verify, &self.root_cert);
+        Ok(postgres::NoTls)
     }
 }
 
-#[cfg(not(feature = "postgres-tls"))]
-fn connect_once(config: &Config, shown: &str) -> std::result::Result<Client, postgres::Error> {
-    if config.get_ssl_mode() == SslMode::Require {
-        tracing::error!(
-            server = %shown,
-            "the URL requires TLS (sslmode=require) but hpo was built without the \
-             `postgres-tls` feature; the connection will fail"
-        );
-    }
-    config.connect(postgres::NoTls)
+fn connect_once(config: &Config, tls: &Tls) -> std::result::Result<Client, postgres::Error> {
+    config.connect(tls.clone())
 }
 
 /// `postgresql://user@host:port/db` from a parsed configuration, without the password.
-fn show(config: &Config) -> String {
+fn show(config: &Config, verify: Verify) -> String {
     let password = if config.get_password().is_some() {
         ":***"
     } else {
@@ -212,9 +296,11 @@ fn show(config: &Config) -> String {
             }
         })
         .collect();
-    let mode = match config.get_ssl_mode() {
-        SslMode::Require => "?sslmode=require",
-        SslMode::Disable => "?sslmode=disable",
+    let mode = match (config.get_ssl_mode(), verify) {
+        (SslMode::Require, Verify::Chain) => "?sslmode=verify-ca",
+        (SslMode::Require, Verify::ChainAndHost) => "?sslmode=verify-full",
+        (SslMode::Require, Verify::Nothing) => "?sslmode=require",
+        (SslMode::Disable, _) => "?sslmode=disable",
         _ => "",
     };
     format!(
@@ -244,6 +330,26 @@ mod tests {
             .err()
             .unwrap();
         assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn tls_modes_are_understood() {
+        let r = Target::parse("postgresql://u:pw@h/d?sslmode=verify-full&sslrootcert=/ca.pem");
+        if cfg!(feature = "postgres-tls") {
+            let t = r.unwrap();
+            assert_eq!(t.verify, Verify::ChainAndHost);
+            assert_eq!(
+                t.root_cert.as_deref(),
+                Some(std::path::Path::new("/ca.pem"))
+            );
+            assert_eq!(t.shown, "postgresql://u:***@h:5432/d?sslmode=verify-full");
+            let t = Target::parse("postgresql://u@h/d?sslmode=verify-ca").unwrap();
+            assert_eq!(t.verify, Verify::Chain);
+        } else {
+            let e = r.err().unwrap().to_string();
+            assert!(e.contains("`postgres-tls` feature"), "{e}");
+            assert!(!e.contains("pw@"), "{e}");
+        }
     }
 
     #[test]
