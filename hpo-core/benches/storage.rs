@@ -1,6 +1,12 @@
 //! SQLite storage throughput: completed trials per second with a trivial
 //! objective and the random sampler, 500 trials shared by 1, 2 and 4
-//! processes on one study file, with statements and commits per trial.
+//! processes on one study file, with statements and commits per trial; and
+//! the study-size sweep: trials per second once the study already holds
+//! 1,000, 10,000 and 100,000 trials, on 1 and 4 processes, through the storage
+//! alone (`start_trial`, two `set_trial_param`, `finish_trial`: the per-trial
+//! write path) and through `Study::optimize`; plus the cost of the checks at
+//! open (`quick_check`) and of restoring an Optuna file's journal mode, on the
+//! 100,000-trial file.
 //!
 //! ```sh
 //! cargo bench -p hpo-core --bench storage
@@ -75,6 +81,265 @@ fn worker(db: &Path, n: usize, full: bool, seed: u64) -> Result<()> {
     });
     println!("{report}");
     Ok(())
+}
+
+/// Study sizes of the sweep.
+const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
+/// Trials timed per window, per path (split between the processes).
+const WINDOW: [(&str, usize); 2] = [("storage", 2000), ("study", 1000)];
+
+/// One worker of the size sweep: `n` trials through `path`, timed after a
+/// warm-up read (a new process reads the whole study once; that cost is
+/// per process, not per trial).
+fn sweep_worker(db: &Path, n: usize, path: &str, seed: u64) -> Result<()> {
+    use hpo_core::{Distribution, FloatDistribution, IntDistribution, Storage, TrialState};
+    let storage = Arc::new(open(db, false)?);
+    let sid = storage.find_study(STUDY)?.context("no study")?.id;
+    storage.claim_waiting_trial(sid)?;
+    let (start, outcome) = if path == "storage" {
+        let dx = Distribution::Float(FloatDistribution::new(-10.0, 10.0)?);
+        let dk = Distribution::Int(IntDistribution::new(1, 4)?);
+        let mut state = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let start = now_secs();
+        let mut run = || -> hpo_core::Result<()> {
+            for _ in 0..n {
+                let t = storage.start_trial(sid, false)?;
+                let x = next() * 20.0 - 10.0;
+                let k = (next() * 4.0).floor().min(3.0) + 1.0;
+                storage.set_trial_param(t.id, "x", x, &dx)?;
+                storage.set_trial_param(t.id, "k", k, &dk)?;
+                storage.finish_trial(t.id, TrialState::Complete, Some(&[x * x + k]), &[])?;
+            }
+            Ok(())
+        };
+        let outcome = run();
+        (start, outcome)
+    } else {
+        let study = Study::builder()
+            .name(STUDY)
+            .storage(storage.clone())
+            .sampler(RandomSampler::seeded(seed))
+            .load()?;
+        study.trials()?;
+        let start = now_secs();
+        let outcome = study
+            .optimize(n, |t| -> Result<f64, TrialError> {
+                let x = t.suggest_float("x", -10.0, 10.0)?;
+                let k = t.suggest_int("k", 1, 4)?;
+                Ok(x * x + k as f64)
+            })
+            .map(|_| ());
+        (start, outcome)
+    };
+    let end = now_secs();
+    println!(
+        "{}",
+        json!({"start": start, "end": end, "trials": n, "error": outcome.err().map(|e| e.to_string())})
+    );
+    Ok(())
+}
+
+/// Adds finished trials (two params and a value, as the workers write) until
+/// the study holds `size`; one storage call per trial.
+fn prefill(db: &Path, size: usize) -> Result<()> {
+    use hpo_core::{
+        Distribution, FloatDistribution, FrozenTrial, IntDistribution, Storage, TrialState,
+    };
+    let storage = open(db, false)?;
+    let sid = match storage.find_study(STUDY)? {
+        Some(s) => s.id,
+        None => storage.create_study(STUDY, &[Direction::Minimize])?,
+    };
+    let have = storage.trials(sid)?.len();
+    let mut tpl = FrozenTrial::new(0, 0, TrialState::Complete);
+    tpl.distributions.insert(
+        "x".into(),
+        Distribution::Float(FloatDistribution::new(-10.0, 10.0)?),
+    );
+    tpl.distributions
+        .insert("k".into(), Distribution::Int(IntDistribution::new(1, 4)?));
+    for i in have..size {
+        let x = (i % 2000) as f64 / 100.0 - 10.0;
+        let k = (i % 4 + 1) as f64;
+        tpl.internal_params.insert("x".into(), x);
+        tpl.internal_params.insert("k".into(), k);
+        tpl.values = Some(vec![x * x + k]);
+        storage.create_trial(sid, Some(&tpl))?;
+    }
+    Ok(())
+}
+
+/// Copies a closed study file (its WAL is checkpointed on close).
+fn copy_db(from: &Path, to: &Path) -> Result<()> {
+    for ext in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{ext}", to.display()));
+    }
+    std::fs::copy(from, to)?;
+    Ok(())
+}
+
+struct SweepRow {
+    size: usize,
+    path: &'static str,
+    processes: usize,
+    trials_per_s: f64,
+}
+
+/// One timed window: `processes` workers add `window` trials to a copy of
+/// the `size`-trial study; the result is checked for lost or duplicated trials.
+fn sweep_run(
+    template: &Path,
+    db: &Path,
+    size: usize,
+    path: &str,
+    processes: usize,
+    window: usize,
+) -> Result<f64> {
+    copy_db(template, db)?;
+    let exe = std::env::current_exe()?;
+    let per = window / processes;
+    let children = (0..processes)
+        .map(|i| {
+            Command::new(&exe)
+                .arg("--sweep-worker")
+                .arg(db)
+                .arg(per.to_string())
+                .arg(path)
+                .arg((i + 1).to_string())
+                .stdout(Stdio::piped())
+                .spawn()
+                .context("spawning a worker")
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut reports = Vec::new();
+    for child in children {
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            bail!("a sweep worker failed: {}", out.status);
+        }
+        let text = String::from_utf8(out.stdout)?;
+        let report: Value = serde_json::from_str(text.lines().last().context("no report")?)?;
+        if !report["error"].is_null() {
+            bail!("a sweep worker failed: {}", report["error"]);
+        }
+        reports.push(report);
+    }
+    let start = reports
+        .iter()
+        .filter_map(|r| r["start"].as_f64())
+        .fold(f64::INFINITY, f64::min);
+    let end = reports
+        .iter()
+        .filter_map(|r| r["end"].as_f64())
+        .fold(0.0, f64::max);
+    let c = rusqlite::Connection::open(db)?;
+    let (count, distinct, max): (i64, i64, i64) = c.query_row(
+        "SELECT COUNT(*), COUNT(DISTINCT number), MAX(number) FROM trials",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
+    let expected = (size + per * processes) as i64;
+    if count != expected || distinct != expected || max != expected - 1 {
+        bail!("lost or duplicated trials: {count} rows, {distinct} numbers, max {max}, expected {expected}");
+    }
+    Ok((per * processes) as f64 / (end - start))
+}
+
+/// The size sweep and the open-time costs on the largest file.
+fn sweep(dir: &Path) -> Result<(Vec<SweepRow>, Value)> {
+    let base = dir.join("sweep-base.db");
+    let run_db = dir.join("sweep-run.db");
+    let mut templates = Vec::new();
+    for size in SIZES {
+        let t0 = std::time::Instant::now();
+        prefill(&base, size)?;
+        let template = dir.join(format!("sweep-{size}.db"));
+        copy_db(&base, &template)?;
+        eprintln!(
+            "prefilled {size} trials in {:.1} s",
+            t0.elapsed().as_secs_f64()
+        );
+        templates.push((size, template));
+    }
+    // Repeats outermost and sizes interleaved, so that a change in the load
+    // of the (shared) machine does not pass for an effect of the size.
+    let mut runs: Vec<(usize, &'static str, usize, Vec<f64>)> = Vec::new();
+    for _ in 0..REPEATS {
+        for (size, template) in &templates {
+            for (path, window) in WINDOW {
+                for processes in [1, 4] {
+                    let rate = sweep_run(template, &run_db, *size, path, processes, window)?;
+                    match runs
+                        .iter_mut()
+                        .find(|r| (r.0, r.1, r.2) == (*size, path, processes))
+                    {
+                        Some(r) => r.3.push(rate),
+                        None => runs.push((*size, path, processes, vec![rate])),
+                    }
+                }
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for (size, path, processes, mut rates) in runs {
+        rates.sort_by(f64::total_cmp);
+        let trials_per_s = rates[rates.len() / 2];
+        eprintln!("size {size}, {path}, {processes} process(es): {trials_per_s:.0} trials/s");
+        rows.push(SweepRow {
+            size,
+            path,
+            processes,
+            trials_per_s,
+        });
+    }
+    let largest = templates.pop();
+    let (size, template) = largest.context("no sizes")?;
+    let bytes = std::fs::metadata(&template)?.len();
+    // quick_check alone, and a whole read-only open (which runs it).
+    let c = rusqlite::Connection::open(&template)?;
+    let t = std::time::Instant::now();
+    let ok: String = c.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
+    let quick_check_ms = t.elapsed().as_secs_f64() * 1e3;
+    drop(c);
+    if ok != "ok" {
+        bail!("quick_check: {ok}");
+    }
+    let t = std::time::Instant::now();
+    drop(SqliteStorage::open_read_only(&template)?);
+    let open_ro_ms = t.elapsed().as_secs_f64() * 1e3;
+    let t = std::time::Instant::now();
+    drop(open(&template, false)?);
+    let open_wal_ms = t.elapsed().as_secs_f64() * 1e3;
+    // The same file in Optuna's rollback-journal mode: open switches it to
+    // WAL, drop switches it back.
+    let optuna = dir.join("sweep-optuna.db");
+    copy_db(&template, &optuna)?;
+    rusqlite::Connection::open(&optuna)?.query_row("PRAGMA journal_mode = DELETE", [], |r| {
+        r.get::<_, String>(0)
+    })?;
+    let t = std::time::Instant::now();
+    drop(open(&optuna, false)?);
+    let open_restore_ms = t.elapsed().as_secs_f64() * 1e3;
+    let mode: String =
+        rusqlite::Connection::open(&optuna)?.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+    let checks = json!({
+        "trials": size,
+        "file_mb": ((bytes as f64 / 1e6) * 10.0).round() / 10.0,
+        "quick_check_ms": quick_check_ms.round(),
+        "open_read_only_ms": open_ro_ms.round(),
+        "open_and_close_wal_file_ms": open_wal_ms.round(),
+        "open_and_close_delete_mode_file_ms": open_restore_ms.round(),
+        "delete_mode_file_journal_after_close": mode,
+    });
+    Ok((rows, checks))
 }
 
 struct Row {
@@ -184,6 +449,16 @@ fn main() -> Result<()> {
         let seed: u64 = args[5].parse()?;
         return worker(&db, n, full, seed);
     }
+    if args.get(1).map(String::as_str) == Some("--prefill") {
+        // For profiling by hand: a study file of N finished trials.
+        return prefill(Path::new(&args[2]), args[3].parse()?);
+    }
+    if args.get(1).map(String::as_str) == Some("--sweep-worker") {
+        let db = PathBuf::from(&args[2]);
+        let n: usize = args[3].parse()?;
+        let seed: u64 = args[5].parse()?;
+        return sweep_worker(&db, n, &args[4], seed);
+    }
     let dir = std::env::temp_dir().join(format!("hpo-storage-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let mut rows = Vec::new();
@@ -201,6 +476,7 @@ fn main() -> Result<()> {
         rows.push(row);
     }
     let reads = read_costs(&dir, 5000)?;
+    let (sweep_rows, checks) = sweep(&dir)?;
     std::fs::remove_dir_all(&dir)?;
 
     let json_rows: Vec<Value> = rows
@@ -229,6 +505,14 @@ fn main() -> Result<()> {
                                   "statements_per_trial": 35, "commits_per_trial": 7},
         "rows": json_rows,
         "reads": reads,
+        "size_sweep": sweep_rows.iter().map(|r| json!({
+            "study_size": r.size,
+            "path": r.path,
+            "processes": r.processes,
+            "window_trials": WINDOW.iter().find(|(p, _)| *p == r.path).map_or(0, |(_, w)| *w),
+            "trials_per_s": r.trials_per_s.round(),
+        })).collect::<Vec<_>>(),
+        "open_checks": checks,
     });
     let mut md = String::from(
         "| processes | synchronous | trials/s | statements/trial | commits/trial | busy retries | errors |\n\
@@ -259,6 +543,7 @@ fn main() -> Result<()> {
         reads["next_read_ms"].as_f64().unwrap_or(f64::NAN),
         reads["next_read_loaded"],
     ));
+    md.push_str(&sweep_table(&sweep_rows, &checks));
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/results");
     std::fs::create_dir_all(&out)?;
     std::fs::write(
@@ -563,4 +848,40 @@ mod postgres_bench {
              cargo bench -p hpo-core --features postgres --bench storage -- --storage URL"
         )
     }
+}
+
+/// The size sweep as markdown: trials/s per study size, and 100k against 1k.
+fn sweep_table(rows: &[SweepRow], checks: &Value) -> String {
+    let rate = |size: usize, path: &str, p: usize| {
+        rows.iter()
+            .find(|r| r.size == size && r.path == path && r.processes == p)
+            .map_or(f64::NAN, |r| r.trials_per_s)
+    };
+    let mut md = String::from(
+        "\nTrials per second once the study already holds N trials (median of 3 windows; \
+         `storage`: start_trial + 2 params + finish_trial; `study`: Study::optimize with the random sampler):\n\n\
+         | path | processes | 1,000 | 10,000 | 100,000 | 100k / 1k |\n| --- | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for (path, _) in WINDOW {
+        for p in [1, 4] {
+            let (a, b, c) = (
+                rate(1_000, path, p),
+                rate(10_000, path, p),
+                rate(100_000, path, p),
+            );
+            md.push_str(&format!(
+                "| {path} | {p} | {a:.0} | {b:.0} | {c:.0} | {:.2} |\n",
+                c / a
+            ));
+        }
+    }
+    md.push_str(&format!(
+        "\nOn the {}-trial file ({} MB): `PRAGMA quick_check` {} ms; a read-only open (which runs it) {} ms; \
+         open and close of the WAL file {} ms; of the same file in rollback-journal mode, switched to WAL \
+         and back on close, {} ms (journal mode after close: {}).\n",
+        checks["trials"], checks["file_mb"], checks["quick_check_ms"], checks["open_read_only_ms"],
+        checks["open_and_close_wal_file_ms"], checks["open_and_close_delete_mode_file_ms"],
+        checks["delete_mode_file_journal_after_close"].as_str().unwrap_or("?"),
+    ));
+    md
 }

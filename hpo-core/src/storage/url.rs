@@ -45,7 +45,9 @@ use std::time::Duration;
 /// # fn main() -> hpo_core::Result<()> {
 /// let storage = hpo_core::storage::storage_from_url("sqlite::memory:")?;
 /// assert!(storage.studies()?.is_empty());
-/// let typo = hpo_core::storage::storage_from_url("sqlite::memory").unwrap_err();
+/// let Err(typo) = hpo_core::storage::storage_from_url("sqlite::memory") else {
+///     unreachable!("a typo is refused")
+/// };
 /// assert!(typo.to_string().contains("did you mean `sqlite::memory:`"));
 /// assert!(hpo_core::storage::storage_from_url("mysql://host/db").is_err());
 /// # Ok(())

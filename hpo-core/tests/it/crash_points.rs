@@ -16,6 +16,10 @@
 //! * no trial is RUNNING;
 //! * every trial failed as stale has exactly one retry copy;
 //! * trial numbers are 0, 1, 2, ... with no gap or duplicate.
+//!
+//! A second drill starts the worker on a file that does not exist yet, so its
+//! first writes create the schema and the study: after each crash the file
+//! must open again and hold either no study or a consistent one.
 
 use hpo_core::storage::SqliteStorage;
 use hpo_core::trial::RETRY_HISTORY_ATTR;
@@ -93,9 +97,17 @@ fn integrity(path: &Path) -> String {
 
 /// Runs the worker armed to crash at write `k`; `Ok(true)` when it crashed,
 /// `Ok(false)` when it completed, `Err` with what is wrong with the file.
-fn crash_at(dir: &Path, template: &Path, k: usize) -> Result<bool, String> {
+fn crash_at(dir: &Path, template: Option<&Path>, k: usize) -> Result<bool, String> {
     let db = dir.join(format!("k{k}.db"));
-    std::fs::copy(template, &db).unwrap();
+    match template {
+        Some(t) => {
+            std::fs::copy(t, &db).unwrap();
+        }
+        // The worker creates the file: its first writes are the schema's.
+        None => {
+            let _ = std::fs::remove_file(&db);
+        }
+    }
     let status = Command::new(std::env::current_exe().unwrap())
         .args([
             "crash_points::crashing_worker",
@@ -110,6 +122,9 @@ fn crash_at(dir: &Path, template: &Path, k: usize) -> Result<bool, String> {
         .status()
         .unwrap();
     let crashed = !status.success();
+    if !db.exists() {
+        return Ok(crashed);
+    }
     {
         use std::os::unix::process::ExitStatusExt;
         if crashed && status.signal() != Some(libc_sigabrt()) {
@@ -122,8 +137,18 @@ fn crash_at(dir: &Path, template: &Path, k: usize) -> Result<bool, String> {
     if ok != "ok" {
         return Err(format!("integrity_check after the crash: {ok}"));
     }
-    let storage: Arc<dyn Storage> = Arc::new(SqliteStorage::open(&db).unwrap());
-    let sid = storage.find_study(STUDY).unwrap().unwrap().id;
+    // Whatever the crash left, the next open recovers it (a half-created
+    // schema is rolled back, an empty database gets the schema again).
+    let storage: Arc<dyn Storage> = match SqliteStorage::open(&db) {
+        Ok(s) => Arc::new(s),
+        Err(e) => return Err(format!("cannot reopen the file: {e}")),
+    };
+    let Some(sid) = storage.find_study(STUDY).unwrap().map(|s| s.id) else {
+        // Killed before the study was created: nothing else to check.
+        drop(storage);
+        std::fs::remove_file(&db).unwrap();
+        return Ok(crashed);
+    };
     let before = storage.trials(sid).unwrap();
     // Past the grace period of every heartbeat the worker wrote.
     std::thread::sleep(GRACE + Duration::from_millis(300));
@@ -192,12 +217,13 @@ fn crash_at(dir: &Path, template: &Path, k: usize) -> Result<bool, String> {
     }
 }
 
-#[test]
-fn every_crash_point_leaves_a_consistent_study() {
-    let dir = std::env::temp_dir().join(format!("hpo-crash-points-{}", std::process::id()));
+/// Runs the worker crashing at write 1, 2, ... until a run completes;
+/// returns the number of crash points and what each wrong one left.
+fn drill(tag: &str, with_template: bool) -> (usize, Vec<String>) {
+    let dir = std::env::temp_dir().join(format!("hpo-crash-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let template = template(&dir);
+    let template = with_template.then(|| template(&dir));
     let mut failures = Vec::new();
     let mut crashed = 0;
     let mut k = 1;
@@ -205,7 +231,7 @@ fn every_crash_point_leaves_a_consistent_study() {
         let batch: Vec<Result<bool, String>> = std::thread::scope(|s| {
             let handles: Vec<_> = (k..k + PARALLEL)
                 .map(|k| {
-                    let (dir, template) = (&dir, &template);
+                    let (dir, template) = (&dir, template.as_deref());
                     s.spawn(move || crash_at(dir, template, k))
                 })
                 .collect();
@@ -230,9 +256,13 @@ fn every_crash_point_leaves_a_consistent_study() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
     eprintln!(
-        "{crashed} crash points drilled, {} left the study wrong",
+        "{tag}: {crashed} crash points drilled, {} left the study wrong",
         failures.len()
     );
+    (crashed, failures)
+}
+
+fn assert_drill(crashed: usize, failures: &[String]) {
     assert!(
         crashed > 20,
         "the drill reached only {crashed} crash points"
@@ -243,4 +273,16 @@ fn every_crash_point_leaves_a_consistent_study() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+#[test]
+fn every_crash_point_leaves_a_consistent_study() {
+    let (crashed, failures) = drill("resume", true);
+    assert_drill(crashed, &failures);
+}
+
+#[test]
+fn every_crash_point_of_a_new_file_leaves_it_usable() {
+    let (crashed, failures) = drill("new", false);
+    assert_drill(crashed, &failures);
 }

@@ -170,3 +170,62 @@ fn heartbeat_settings_are_checked() {
     let e = err(Study::builder().heartbeat(Duration::ZERO, Duration::from_secs(5)));
     assert!(e.contains("must be positive"), "{e}");
 }
+
+#[test]
+fn a_running_trial_that_never_beat_is_reaped_after_the_grace_period() {
+    for storage in storages() {
+        let study = reaper(&storage, 1);
+        let sid = study.id();
+        // A worker killed between creating its trial and its first heartbeat,
+        // or a tool that writes no heartbeats.
+        let t = storage.create_trial(sid, None).unwrap();
+        assert!(
+            storage.stale_trials(sid, GRACE).unwrap().is_empty(),
+            "not before the grace period"
+        );
+        wait_stale(&storage, sid, 1);
+        assert_eq!(study.fail_stale_trials().unwrap(), vec![t.number]);
+        let trials = study.trials().unwrap();
+        assert_eq!(trials[0].failure(), Some(FailureKind::Stale));
+        assert_eq!(trials[1].state, TrialState::Waiting, "retried");
+        assert_eq!(trials[1].system_attrs[RETRY_HISTORY_ATTR], json!([0]));
+    }
+}
+
+#[test]
+fn ask_writes_the_first_heartbeat_with_the_trial() {
+    let dir = std::env::temp_dir().join(format!("hpo-first-beat-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("s.db");
+    let storage: Arc<dyn Storage> = Arc::new(SqliteStorage::open(&path).unwrap());
+    // The heartbeat thread's first beat is an hour away: any row is the one
+    // written with the trial.
+    let study = Study::builder()
+        .name("s")
+        .storage(Arc::clone(&storage))
+        .heartbeat(Duration::from_secs(3600), Duration::from_secs(7200))
+        .build()
+        .unwrap();
+    study
+        .enqueue([("x", hpo_core::ParamValue::from(0.5))])
+        .unwrap();
+    let claimed = study.ask().unwrap();
+    let created = study.ask().unwrap();
+    let c = rusqlite::Connection::open(&path).unwrap();
+    for id in [claimed.id(), created.id()] {
+        let beats: i64 = c
+            .query_row(
+                "SELECT COUNT(*) FROM trial_heartbeats WHERE trial_id = ?1",
+                [id as i64],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(beats, 1, "trial {id} has its first heartbeat");
+    }
+    study.tell(claimed, 1.0).unwrap();
+    study.tell(created, 1.0).unwrap();
+    drop(study);
+    drop(storage);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -310,3 +310,30 @@ fn a_locked_database_is_reported_as_locked_with_the_timeout() {
     assert_eq!(std::fs::read(&p).unwrap(), before);
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn a_lock_held_past_every_retry_is_named_with_the_timeout() {
+    use hpo_core::storage::SqliteOptions;
+    use hpo_core::{Direction, Storage};
+    use std::time::Duration;
+    let d = dir("held");
+    let p = d.join("s.db");
+    let options = SqliteOptions::default().busy_timeout(Duration::from_millis(10));
+    let s = SqliteStorage::open_with(&p, options).unwrap();
+    // Another program holds the write lock (hpo's own writes take it for
+    // microseconds; this one never lets go).
+    let holder = Connection::open(&p).unwrap();
+    holder.execute_batch("BEGIN EXCLUSIVE;").unwrap();
+    let err = s.create_study("s", &[Direction::Minimize]).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, Error::StorageLocked { .. }), "{msg}");
+    assert!(msg.contains("locked by another process"), "{msg}");
+    assert!(msg.contains("busy timeout of 10ms"), "{msg}");
+    assert!(s.stats().busy_retries >= 20, "retried before giving up");
+    holder.execute_batch("ROLLBACK;").unwrap();
+    // Once the lock is released the same handle works.
+    s.create_study("s", &[Direction::Minimize]).unwrap();
+    drop(holder);
+    drop(s);
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -265,6 +265,8 @@ impl Target {
     }
 }
 
+// `NoTls` is `Copy`, the TLS connector only `Clone`: one spelling for both.
+#[allow(clippy::clone_on_copy)]
 fn connect_once(config: &Config, tls: &Tls) -> std::result::Result<Client, postgres::Error> {
     config.connect(tls.clone())
 }

@@ -173,7 +173,9 @@ impl SqliteStorage {
                     Error::UnusableStorageFile {
                         path: shown.clone(),
                         reason: format!(
-                            "cannot be switched to WAL mode (is it or its directory read-only?): {e}"
+                            "cannot be switched to WAL mode ({e}): is it on a read-only file \
+                             system or in a read-only directory? Open it read-only (`?mode=ro`) \
+                             to read it"
                         ),
                     }
                 })?;

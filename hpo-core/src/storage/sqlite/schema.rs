@@ -94,6 +94,18 @@ pub(crate) fn read_error(path: &Path, busy_timeout: Duration, e: rusqlite::Error
             source: Box::new(e),
         };
     }
+    if matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::CannotOpen) | Some(rusqlite::ErrorCode::ReadOnly)
+    ) {
+        return unusable(
+            path,
+            format!(
+                "cannot be opened for writing ({e}): is it on a read-only file system or in a \
+                 read-only directory? Open it read-only (`?mode=ro`) to read it"
+            ),
+        );
+    }
     unusable(path, format!("cannot be read as a SQLite database: {e}"))
 }
 

@@ -289,7 +289,7 @@ impl Storage for SqliteStorage {
                 .entry(study_id)
                 .or_default()
                 .finished
-                .insert(failed.number, Arc::clone(&failed));
+                .insert(Arc::clone(&failed));
             if let Some(t) = copy.as_ref().filter(|t| t.state == TrialState::Running) {
                 db.owned.insert(t.id, (study_id, t.clone()));
             }
@@ -421,7 +421,7 @@ impl Storage for SqliteStorage {
                     }
                     // Finished trials never change: the next read need not load it.
                     let t = Arc::new(t);
-                    db.caches.entry(study_id).or_default().finished.insert(t.number, Arc::clone(&t));
+                    db.caches.entry(study_id).or_default().finished.insert(Arc::clone(&t));
                     Ok(t)
                 }
                 None => {
@@ -470,7 +470,7 @@ impl Storage for SqliteStorage {
             let mut max_id = low_water - 1;
             for row in rows {
                 max_id = max_id.max(row.id);
-                if cache.is_some_and(|c| c.finished.contains_key(&(row.number as u64))) {
+                if cache.is_some_and(|c| c.finished.contains(row.number as u64)) {
                     continue;
                 }
                 let finished = row.state.parse::<TrialState>()?.is_finished();
@@ -487,7 +487,7 @@ impl Storage for SqliteStorage {
             for t in loaded {
                 if t.state.is_finished() {
                     db.owned.remove(&t.id);
-                    cache.finished.insert(t.number, Arc::new(t));
+                    cache.finished.insert(Arc::new(t));
                 } else {
                     current.push(Arc::new(t));
                 }
@@ -497,12 +497,7 @@ impl Storage for SqliteStorage {
             } else {
                 new_low
             };
-            let mut all: Vec<Arc<FrozenTrial>> = cache.finished.values().cloned().collect();
-            if !current.is_empty() {
-                all.extend(current);
-                all.sort_by_key(|t| t.number);
-            }
-            Ok(all)
+            Ok(cache.finished.with(current))
         })
     }
 
