@@ -53,7 +53,11 @@ fn skip_or_fail(why: &str) {
     }
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        eprintln!(
+        // Straight to the process's stderr: libtest captures `eprintln!` of
+        // passing tests, and a skip must be seen.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
             "\n*** SKIPPING the PostgreSQL tests: {why}. Start a server (see the book's \
              \"Many machines\" chapter) or set HPO_TEST_POSTGRES; CI sets HPO_REQUIRE_POSTGRES=1. ***\n"
         );
