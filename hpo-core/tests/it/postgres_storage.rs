@@ -298,3 +298,39 @@ fn tls_connections_are_encrypted() {
         .get(0);
     assert!(encrypted);
 }
+
+/// Staleness is judged by the server's clock: a heartbeat stamped 10 s ago
+/// by the server is stale with a 5 s grace, one stamped now is not, whatever
+/// this machine's clock says.
+#[test]
+fn staleness_uses_the_servers_clock() {
+    let Some(db) = TestDb::create() else { return };
+    let s = db.open();
+    let id = s.create_study("s", &[Direction::Minimize]).unwrap();
+    let old = s.start_trial(id, true).unwrap();
+    let fresh = s.start_trial(id, true).unwrap();
+    let mut c = db.client();
+    let server_skew: f64 = c
+        .query_one(
+            "SELECT abs(extract(epoch FROM (SELECT heartbeat FROM trial_heartbeats WHERE trial_id = $1) \
+             - timezone('UTC', now())))::float8",
+            &[&(fresh.id as i32)],
+        )
+        .unwrap()
+        .get(0);
+    assert!(server_skew < 60.0, "the heartbeat is the server's now()");
+    c.execute(
+        "UPDATE trial_heartbeats SET heartbeat = timezone('UTC', now()) - interval '10 seconds' \
+         WHERE trial_id = $1",
+        &[&(old.id as i32)],
+    )
+    .unwrap();
+    assert_eq!(
+        s.stale_trials(id, Duration::from_secs(5)).unwrap(),
+        vec![old.id]
+    );
+    assert!(s
+        .stale_trials(id, Duration::from_secs(30))
+        .unwrap()
+        .is_empty());
+}
