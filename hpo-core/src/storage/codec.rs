@@ -38,47 +38,6 @@ pub(crate) const REQUIRED_TABLES: [&str; 12] = [
     "alembic_version",
 ];
 
-/// Why a database with these tables, `version_info.schema_version` and
-/// `alembic_version.version_num` must not be written by hpo (`None`: it may).
-/// `tables` are the tables present; the wording completes "cannot use X as a
-/// study database: it ...".
-pub(crate) fn schema_refusal(
-    tables: &[String],
-    version: Option<i64>,
-    alembic: Option<&str>,
-    upgrade_url: &str,
-) -> Option<String> {
-    let missing: Vec<&str> = REQUIRED_TABLES
-        .iter()
-        .copied()
-        .filter(|t| !tables.iter().any(|have| have == t))
-        .collect();
-    if !missing.is_empty() {
-        return Some(format!(
-            "holds tables but is not an Optuna/hpo study database (missing tables: {}); \
-             hpo will not write to it",
-            missing.join(", ")
-        ));
-    }
-    let alembic_shown = alembic.unwrap_or("?");
-    match version {
-        Some(v) if v > SCHEMA_VERSION => Some(format!(
-            "has schema version {v} (alembic {alembic_shown}), newer than the version \
-             {SCHEMA_VERSION} (Optuna {LIBRARY_VERSION}) this hpo supports; upgrade hpo"
-        )),
-        Some(v) if v < SCHEMA_VERSION => Some(format!(
-            "has the old schema version {v} (alembic {alembic_shown}); upgrade it with \
-             `optuna storage upgrade --storage {upgrade_url}` first"
-        )),
-        None => Some("has no schema version in `version_info`".to_owned()),
-        Some(_) if alembic != Some(ALEMBIC_VERSION) => Some(format!(
-            "has alembic revision {alembic:?}, expected `{ALEMBIC_VERSION}` for schema \
-             version {SCHEMA_VERSION}"
-        )),
-        Some(_) => None,
-    }
-}
-
 /// The SQLAlchemy datetime text format.
 const DATETIME_FORMAT: &str = "%Y-%m-%d %H:%M:%S%.6f";
 

@@ -1,14 +1,15 @@
 //! Optuna 5.0's schema on PostgreSQL: recognising a database hpo may write
 //! to, and creating the schema in one transaction.
 //!
-//! The version rules are the SQLite storage's (`codec::schema_refusal`): an
+//! The version rules are the SQLite storage's (the constants of
+//! `storage::codec`, the same refusals in PostgreSQL's words): an
 //! empty schema gets Optuna's tables, an Optuna study database of schema
 //! version 12 is used, anything else is an [`Error::UnusableDatabase`] and
 //! nothing is written.
 
 use super::conn::{Db, OpResult};
 use crate::error::Error;
-use crate::storage::codec::{self, ALEMBIC_VERSION, LIBRARY_VERSION, SCHEMA_VERSION};
+use crate::storage::codec::{ALEMBIC_VERSION, LIBRARY_VERSION, REQUIRED_TABLES, SCHEMA_VERSION};
 use postgres::GenericClient;
 
 /// Optuna 5.0.0's DDL as SQLAlchemy emits it for PostgreSQL.
@@ -59,12 +60,53 @@ pub(super) fn prepare<C: GenericClient>(db: &mut Db<'_, C>, target: &str) -> OpR
     } else {
         (None, None)
     };
-    match codec::schema_refusal(&tables, version, alembic.as_deref(), target) {
+    match schema_refusal(&tables, version, alembic.as_deref(), target) {
         None => Ok(()),
         Some(reason) => Err(Error::UnusableDatabase {
             target: target.to_owned(),
             reason,
         }
         .into()),
+    }
+}
+
+/// Why a database with these tables, `version_info.schema_version` and
+/// `alembic_version.version_num` must not be written by hpo (`None`: it may).
+/// `tables` are the tables present; the wording completes "cannot use X as a
+/// study database: it ...".
+fn schema_refusal(
+    tables: &[String],
+    version: Option<i64>,
+    alembic: Option<&str>,
+    upgrade_url: &str,
+) -> Option<String> {
+    let missing: Vec<&str> = REQUIRED_TABLES
+        .iter()
+        .copied()
+        .filter(|t| !tables.iter().any(|have| have == t))
+        .collect();
+    if !missing.is_empty() {
+        return Some(format!(
+            "holds tables but is not an Optuna/hpo study database (missing tables: {}); \
+             hpo will not write to it",
+            missing.join(", ")
+        ));
+    }
+    let alembic_shown = alembic.unwrap_or("?");
+    match version {
+        Some(v) if v > SCHEMA_VERSION => Some(format!(
+            "has schema version {v} (alembic {alembic_shown}), newer than the version \
+             {SCHEMA_VERSION} (Optuna {LIBRARY_VERSION}) this hpo supports; upgrade hpo"
+        )),
+        Some(v) if v < SCHEMA_VERSION => Some(format!(
+            "has the old schema version {v} (alembic {alembic_shown}); upgrade it with \
+             `optuna storage upgrade --storage {upgrade_url}` first"
+        )),
+        None => Some("has no schema version in `version_info`".to_owned()),
+        Some(_) if alembic != Some(ALEMBIC_VERSION) => Some(format!(
+            "has alembic revision {alembic:?}, expected `{ALEMBIC_VERSION}` for schema \
+             version {SCHEMA_VERSION}"
+        )),
+        Some(_) => None,
     }
 }
