@@ -334,3 +334,31 @@ fn staleness_uses_the_servers_clock() {
         .unwrap()
         .is_empty());
 }
+
+/// A connection the server drops (restart, failover, idle kill) is reopened:
+/// the operation that met the closed connection fails with the server's
+/// reason, the next one runs on a new connection.
+#[test]
+fn a_dropped_connection_is_reopened() {
+    let Some(db) = TestDb::create() else { return };
+    let s = PostgresStorage::open(&format!("{}?application_name=hpo-reconnect", db.url())).unwrap();
+    let id = s.create_study("s", &[Direction::Minimize]).unwrap();
+    let killed: i64 = db
+        .client()
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE application_name = 'hpo-reconnect'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(killed, 1);
+    std::thread::sleep(Duration::from_millis(100));
+    let first = s.studies();
+    if let Err(e) = &first {
+        assert!(matches!(e, Error::Database { .. }), "{e}");
+    }
+    let again = s.studies().unwrap();
+    assert_eq!(again[0].id, id);
+    assert!(s.stats().retries >= 1, "a reconnection was counted");
+}
