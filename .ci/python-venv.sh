@@ -7,8 +7,9 @@
 set -euo pipefail
 OPTUNA_VERSION="5.0.0"
 VENV="${HPO_VENV:-$HOME/.cache/hpo-venv}"
-if ! "$VENV/bin/python" -c "import optuna, sys; sys.exit(optuna.__version__ != '$OPTUNA_VERSION')" 2>/dev/null; then
+# psycopg: Optuna's PostgreSQL driver, for the interop tests on PostgreSQL.
+if ! "$VENV/bin/python" -c "import optuna, psycopg, sys; sys.exit(optuna.__version__ != '$OPTUNA_VERSION')" 2>/dev/null; then
     python3 -m venv "$VENV" >&2
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "optuna==$OPTUNA_VERSION" >&2
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "optuna==$OPTUNA_VERSION" "psycopg[binary]" >&2
 fi
 echo "$VENV/bin/python"

@@ -50,6 +50,15 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! ## Features
+//!
+//! | feature | what it adds |
+//! | --- | --- |
+//! | `burn` | the burn training backend, as `hpo::burn` |
+//! | `cuda` | burn's CUDA backend (implies `burn`) |
+//! | `postgres` | `hpo::storage::PostgresStorage`: one study across many machines in a PostgreSQL database, in Optuna's schema (`postgresql://` URLs) |
+//! | `postgres-tls` | TLS to the PostgreSQL server (`sslmode=require`, `verify-full`) |
 
 pub use hpo_core::*;
 pub use hpo_macros::{search_space, Choice};

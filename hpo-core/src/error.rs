@@ -136,6 +136,29 @@ pub enum Error {
         reason: String,
     },
 
+    /// A database server (PostgreSQL) failed or refused an operation. The
+    /// target is the URL without its password.
+    #[error("database error on {target}: {message}")]
+    Database {
+        /// The database, as a URL without the password.
+        target: String,
+        /// What failed, with the server's message (the whole chain of causes).
+        message: String,
+        /// What the server or the client library reported.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+
+    /// A database (PostgreSQL) cannot be used as a study database: it holds
+    /// other tables, or an Optuna schema of another version. Nothing was written.
+    #[error("cannot use {target} as a study database: it {reason}")]
+    UnusableDatabase {
+        /// The database, as a URL without the password.
+        target: String,
+        /// What is wrong with it, and what to do.
+        reason: String,
+    },
+
     /// Another process held the database locked for longer than the busy
     /// timeout (SQLite's `SQLITE_BUSY`/`SQLITE_LOCKED` after every retry).
     #[error(

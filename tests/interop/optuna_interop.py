@@ -1,8 +1,11 @@
-"""Optuna side of the hpo <-> Optuna interop test (hpo-core/tests/optuna_interop.rs).
+"""Optuna side of the hpo <-> Optuna interop test (hpo-core/tests/it/optuna_interop.rs).
 
     python optuna_interop.py dump   DB OUT.json      every study in DB as canonical JSON
     python optuna_interop.py write  DB               Optuna writes the reference studies
     python optuna_interop.py resume DB STUDY N       Optuna runs N more trials of STUDY
+
+DB is a SQLite file path, or a `postgresql://user@host:port/db` URL (Optuna
+then connects through psycopg, `postgresql+psycopg://`).
 
 The canonical JSON is what the Rust side builds from its own reading of the file:
 floats as Python `repr` strings (exact, and NaN/inf safe), params in their
@@ -66,6 +69,9 @@ def dump_study(study):
 
 
 def storage_url(db):
+    for scheme in ("postgresql://", "postgres://"):
+        if db.startswith(scheme):
+            return "postgresql+psycopg://" + db[len(scheme):]
     return f"sqlite:///{db}"
 
 

@@ -46,13 +46,28 @@ pub fn run_all<S: Storage>(make: impl Fn() -> S) {
 }
 
 /// Generates one `#[test]` per conformance property for a storage factory.
+///
+/// With `guard:`, each test first evaluates the guard (an `Option`); `None`
+/// skips the test (the guard explains why), and the factory is called with
+/// a reference to the guard's value (for example a test database dropped
+/// when the test ends):
+///
+/// ```ignore
+/// hpo_core::storage_conformance_tests!(postgres, |db: &TestDb| db.storage(), guard: TestDb::create());
+/// ```
 #[macro_export]
 macro_rules! storage_conformance_tests {
+    ($module:ident, $make:expr, guard: $guard:expr) => {
+        $crate::storage_conformance_tests!(@module $module, $guard, $make);
+    };
     ($module:ident, $make:expr) => {
+        $crate::storage_conformance_tests!(@module $module, ::core::option::Option::Some(()), |_: &()| ($make)());
+    };
+    (@module $module:ident, $guard:expr, $make:expr) => {
         mod $module {
             #[allow(unused_imports)]
             use super::*;
-            $crate::storage_conformance_tests!(@tests $make;
+            $crate::storage_conformance_tests!(@tests $guard, $make;
                 studies_are_created_found_and_deleted,
                 study_attributes_round_trip,
                 trial_numbers_are_contiguous_under_threads,
@@ -71,11 +86,13 @@ macro_rules! storage_conformance_tests {
                 unknown_ids_are_errors);
         }
     };
-    (@tests $make:expr; $($name:ident),*) => {
+    (@tests $guard:expr, $make:expr; $($name:ident),*) => {
         $(
             #[test]
             fn $name() {
-                $crate::storage::conformance::$name(&$make);
+                let ::core::option::Option::Some(guard) = $guard else { return };
+                let make = $make;
+                $crate::storage::conformance::$name(&|| make(&guard));
             }
         )*
     };

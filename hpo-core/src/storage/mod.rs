@@ -2,8 +2,10 @@
 //!
 //! Two implementations: [`InMemoryStorage`] (one process, gone at exit) and
 //! [`SqliteStorage`] (one file in Optuna 5.0's schema, several processes,
-//! heartbeats). [`storage_from_url`] opens either from a URL
-//! (`sqlite:study.db`); later storages plug in there. Every storage passes the
+//! heartbeats), and with the `postgres` feature `PostgresStorage` (one
+//! PostgreSQL database in the same schema, many machines).
+//! [`storage_from_url`] opens any of them from a URL (`sqlite:study.db`,
+//! `postgresql://user@host/db`). Every storage passes the
 //! same conformance suite (`storage::conformance`, feature `testing`).
 //!
 //! # The contract
@@ -32,7 +34,10 @@
 //!   (a trial and all its details), [`Storage::finish_trial`] (state, values
 //!   and attributes).
 
+mod codec;
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod sqlite;
 mod url;
 
@@ -40,6 +45,8 @@ mod url;
 pub mod conformance;
 
 pub use self::memory::InMemoryStorage;
+#[cfg(feature = "postgres")]
+pub use self::postgres::{PostgresOptions, PostgresStats, PostgresStorage};
 pub use self::sqlite::{SqliteOptions, SqliteStats, SqliteStorage};
 pub use self::url::{storage_from_url, storage_from_url_read_only};
 

@@ -32,8 +32,13 @@ use std::time::Duration;
 /// other near-misses of `sqlite::memory:`, unknown or repeated query
 /// parameters, `mode` other than `ro`, a host, user, password, port or
 /// fragment in a SQLite URL, an empty path, and a path starting with `~`
-/// (not expanded: write the full path). Other schemes (`postgresql://...`)
-/// are recognised and rejected with "not supported yet". Every refusal is an
+/// (not expanded: write the full path).
+///
+/// `postgresql://user@host:5432/database` (also `postgres://`, and
+/// SQLAlchemy's `postgresql+psycopg://` and `postgresql+psycopg2://`) opens a
+/// `PostgresStorage` when hpo is built with the `postgres` feature, and is
+/// refused with what to enable otherwise. Other schemes of storages hpo may
+/// support later (`mysql://`) are rejected with "not supported yet". Every refusal is an
 /// [`Error::InvalidStorageUrl`], with any password in the URL replaced by `***`.
 ///
 /// ```
@@ -44,7 +49,7 @@ use std::time::Duration;
 ///     unreachable!("a typo is refused")
 /// };
 /// assert!(typo.to_string().contains("did you mean `sqlite::memory:`"));
-/// assert!(hpo_core::storage::storage_from_url("postgresql://host/db").is_err());
+/// assert!(hpo_core::storage::storage_from_url("mysql://host/db").is_err());
 /// # Ok(())
 /// # }
 /// ```
@@ -53,6 +58,8 @@ pub fn storage_from_url(url: &str) -> Result<Arc<dyn Storage>> {
         Target::Memory => Arc::new(InMemoryStorage::new()),
         Target::SqliteMemory => Arc::new(SqliteStorage::in_memory()?),
         Target::SqliteFile { path, options } => Arc::new(SqliteStorage::open_with(path, options)?),
+        #[cfg(feature = "postgres")]
+        Target::Postgres => Arc::new(super::PostgresStorage::open(url)?),
     })
 }
 
@@ -68,6 +75,11 @@ pub fn storage_from_url_read_only(url: &str) -> Result<Arc<dyn Storage>> {
         Target::SqliteFile { path, options } => {
             Arc::new(SqliteStorage::open_with(path, options.read_only(true))?)
         }
+        #[cfg(feature = "postgres")]
+        Target::Postgres => Arc::new(super::PostgresStorage::open_with(
+            url,
+            super::PostgresOptions::default().read_only(true),
+        )?),
     })
 }
 
@@ -83,16 +95,20 @@ enum Target {
         path: PathBuf,
         options: SqliteOptions,
     },
+    /// A PostgreSQL database (the URL is parsed by the storage).
+    #[cfg(feature = "postgres")]
+    Postgres,
 }
 
 /// Schemes of storages hpo may support later.
-const LATER: [&str; 6] = [
+const LATER: [&str; 3] = ["mysql", "mysql+pymysql", "redis"];
+
+/// Schemes of the PostgreSQL storage (SQLAlchemy's driver spellings included).
+const POSTGRES: [&str; 4] = [
     "postgresql",
     "postgres",
-    "mysql",
-    "mysql+pymysql",
+    "postgresql+psycopg",
     "postgresql+psycopg2",
-    "redis",
 ];
 
 /// `url` with any password replaced by `***`, for messages.
@@ -145,6 +161,14 @@ fn parse(url: &str) -> Result<Target> {
             Ok(Target::Memory)
         }
         "memory" | "inmemory" => Err(bad("did you mean `memory:` (nothing after the colon)?".into())),
+        #[cfg(feature = "postgres")]
+        s if POSTGRES.contains(&s) => Ok(Target::Postgres),
+        #[cfg(not(feature = "postgres"))]
+        s if POSTGRES.contains(&s) => Err(bad(
+            "this build of hpo has no PostgreSQL storage; enable the `postgres` feature \
+             (`hpo = { features = [\"postgres\"] }`)"
+                .to_owned(),
+        )),
         s if LATER.contains(&s) => Err(bad(format!(
             "the `{s}` storage is not supported yet; use `sqlite:path/to/study.db`"
         ))),
@@ -403,7 +427,9 @@ mod tests {
 
     #[test]
     fn unknown_and_unsupported_schemes_are_explained() {
-        assert!(reason("postgresql://u@h/db").contains("not supported yet"));
+        assert!(reason("mysql://u@h/db").contains("not supported yet"));
+        #[cfg(not(feature = "postgres"))]
+        assert!(reason("postgresql://u@h/db").contains("`postgres` feature"));
         assert!(reason("redis://x").contains("not supported yet"));
         assert!(reason("ftp://x").contains("unknown scheme `ftp`"));
     }

@@ -1,5 +1,7 @@
-//! Trials: the live handle an objective gets ([`Trial`]), the stored record
-//! ([`FrozenTrial`]), states and outcomes.
+//! Trials as data: the stored record ([`FrozenTrial`]), states, outcomes
+//! ([`TrialError`], [`TrialOutcome`]) and Optuna's system-attribute keys. The
+//! live handle an objective gets, [`crate::Trial`], belongs to the study
+//! (`study/`), which sits above this module.
 
 mod attrs;
 mod error;

@@ -11,6 +11,12 @@ mod grid_sampler;
 mod heartbeat_retry;
 mod layers;
 mod optuna_interop;
+#[cfg(feature = "postgres")]
+mod postgres_processes;
+#[cfg(feature = "postgres")]
+mod postgres_server;
+#[cfg(feature = "postgres")]
+mod postgres_storage;
 mod pruner_fixtures;
 mod pruning_study;
 mod sampler_conformance;

@@ -1,4 +1,6 @@
-//! Interop with the real Optuna, both directions, through one SQLite file.
+//! Interop with the real Optuna, both directions, through one SQLite file,
+//! and (feature `postgres`) through one PostgreSQL database, where Optuna
+//! connects with psycopg.
 //!
 //! Needs a Python with `optuna` (5.0.0): `$HPO_PYTHON`, or the venv that
 //! `.ci/python-venv.sh` creates in `~/.cache/hpo-venv`. Without one the tests
@@ -59,10 +61,55 @@ fn run_python(py: &Path, args: &[&str]) {
     );
 }
 
+/// Where the studies live: a SQLite file, or a PostgreSQL database.
+enum Place {
+    Sqlite(PathBuf),
+    #[cfg(feature = "postgres")]
+    Postgres(crate::postgres_server::TestDb),
+}
+
+impl Place {
+    /// The argument the script takes: a file path or a `postgresql://` URL.
+    fn arg(&self) -> String {
+        match self {
+            Place::Sqlite(db) => db.to_str().unwrap().to_owned(),
+            #[cfg(feature = "postgres")]
+            Place::Postgres(db) => db.url(),
+        }
+    }
+
+    /// A storage for writing.
+    fn open(&self) -> Arc<dyn Storage> {
+        match self {
+            Place::Sqlite(db) => Arc::new(SqliteStorage::open(db).unwrap()),
+            #[cfg(feature = "postgres")]
+            Place::Postgres(db) => Arc::new(db.open()),
+        }
+    }
+
+    /// A storage for reading (read-only where the storage has the mode).
+    fn reader(&self) -> Arc<dyn Storage> {
+        match self {
+            Place::Sqlite(db) => Arc::new(SqliteStorage::open_read_only(db).unwrap()),
+            #[cfg(feature = "postgres")]
+            Place::Postgres(db) => Arc::new(db.open()),
+        }
+    }
+
+    /// A file for the script's dump.
+    fn dump_file(&self) -> PathBuf {
+        match self {
+            Place::Sqlite(db) => db.with_extension("optuna.json"),
+            #[cfg(feature = "postgres")]
+            Place::Postgres(db) => std::env::temp_dir().join(format!("{}.optuna.json", db.name)),
+        }
+    }
+}
+
 /// Every study as Optuna sees it.
-fn optuna_dump(py: &Path, db: &Path) -> BTreeMap<String, Value> {
-    let out = db.with_extension("optuna.json");
-    run_python(py, &["dump", db.to_str().unwrap(), out.to_str().unwrap()]);
+fn optuna_dump(py: &Path, place: &Place) -> BTreeMap<String, Value> {
+    let out = place.dump_file();
+    run_python(py, &["dump", &place.arg(), out.to_str().unwrap()]);
     let studies: Vec<Value> =
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     studies
@@ -106,8 +153,8 @@ fn when(d: Option<chrono::DateTime<chrono::Utc>>) -> Value {
 }
 
 /// Every study as hpo sees it, in the script's canonical form.
-fn hpo_dump(db: &Path) -> BTreeMap<String, Value> {
-    let s = SqliteStorage::open_read_only(db).unwrap();
+fn hpo_dump(place: &Place) -> BTreeMap<String, Value> {
+    let s = place.reader();
     let mut out = BTreeMap::new();
     for summary in s.studies().unwrap() {
         let trials = s.trials(summary.id).unwrap();
@@ -189,8 +236,37 @@ fn temp(tag: &str) -> PathBuf {
 #[test]
 fn optuna_reads_a_study_written_by_hpo() {
     let Some(py) = python() else { return };
-    let db = temp("hpo-writes");
-    let storage: Arc<dyn Storage> = Arc::new(SqliteStorage::open(&db).unwrap());
+    optuna_reads_hpo(&py, &Place::Sqlite(temp("hpo-writes")));
+}
+
+#[test]
+fn hpo_reads_and_resumes_a_study_written_by_optuna() {
+    let Some(py) = python() else { return };
+    hpo_resumes_optuna(&py, &Place::Sqlite(temp("optuna-writes")));
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn optuna_reads_a_study_written_by_hpo_on_postgres() {
+    let Some(db) = crate::postgres_server::TestDb::create() else {
+        return;
+    };
+    let Some(py) = python() else { return };
+    optuna_reads_hpo(&py, &Place::Postgres(db));
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn hpo_reads_and_resumes_a_study_written_by_optuna_on_postgres() {
+    let Some(db) = crate::postgres_server::TestDb::create() else {
+        return;
+    };
+    let Some(py) = python() else { return };
+    hpo_resumes_optuna(&py, &Place::Postgres(db));
+}
+
+fn optuna_reads_hpo(py: &Path, place: &Place) {
+    let storage = place.open();
     let study = Study::builder()
         .name("hpo_single")
         .storage(Arc::clone(&storage))
@@ -274,8 +350,8 @@ fn optuna_reads_a_study_written_by_hpo() {
     }
     drop(running);
 
-    let optuna = optuna_dump(&py, &db);
-    let hpo = hpo_dump(&db);
+    let optuna = optuna_dump(py, place);
+    let hpo = hpo_dump(place);
     assert_same(&hpo, &optuna);
     let single = &optuna["hpo_single"];
     assert_eq!(single["trials"].as_array().unwrap().len(), 10);
@@ -298,13 +374,10 @@ fn optuna_reads_a_study_written_by_hpo() {
     );
 }
 
-#[test]
-fn hpo_reads_and_resumes_a_study_written_by_optuna() {
-    let Some(py) = python() else { return };
-    let db = temp("optuna-writes");
-    run_python(&py, &["write", db.to_str().unwrap()]);
-    let optuna = optuna_dump(&py, &db);
-    assert_same(&hpo_dump(&db), &optuna);
+fn hpo_resumes_optuna(py: &Path, place: &Place) {
+    run_python(py, &["write", &place.arg()]);
+    let optuna = optuna_dump(py, place);
+    assert_same(&hpo_dump(place), &optuna);
     let before = optuna["optuna_single"]["trials"].as_array().unwrap().len();
     assert_eq!(
         optuna["optuna_single"]["trials"][before - 1]["state"],
@@ -312,7 +385,7 @@ fn hpo_reads_and_resumes_a_study_written_by_optuna() {
     );
 
     // Resume in hpo: the WAITING trial Optuna enqueued runs first, with its fixed params.
-    let storage: Arc<dyn Storage> = Arc::new(SqliteStorage::open(&db).unwrap());
+    let storage = place.open();
     let study = Study::builder()
         .name("optuna_single")
         .storage(storage)
@@ -340,10 +413,10 @@ fn hpo_reads_and_resumes_a_study_written_by_optuna() {
     assert_eq!(claimed.param("act"), Some(ParamValue::from("gelu")));
 
     // Optuna reads what hpo wrote, exactly as hpo does ...
-    assert_same(&hpo_dump(&db), &optuna_dump(&py, &db));
+    assert_same(&hpo_dump(place), &optuna_dump(py, place));
     // ... and resumes it in turn, with contiguous numbers (checked in the script).
-    run_python(&py, &["resume", db.to_str().unwrap(), "optuna_single", "2"]);
-    let s = SqliteStorage::open(&db).unwrap();
+    run_python(py, &["resume", &place.arg(), "optuna_single", "2"]);
+    let s = place.open();
     let id = s.find_study("optuna_single").unwrap().unwrap().id;
     let numbers: Vec<u64> = s.trials(id).unwrap().iter().map(|t| t.number).collect();
     assert_eq!(numbers, (0..(before as u64 + 4)).collect::<Vec<_>>());

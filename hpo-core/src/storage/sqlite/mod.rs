@@ -2,7 +2,6 @@
 //!
 //! The design is documented on [`SqliteStorage`].
 
-mod codec;
 mod connection;
 #[cfg(feature = "testing")]
 mod crash;

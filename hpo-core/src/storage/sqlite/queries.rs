@@ -1,11 +1,11 @@
 //! Statements shared by the storage operations: loading trial records,
 //! study look-ups, attribute writes and trial detail inserts.
 
-use super::codec;
 use super::connection::{Counters, Inner, OpError, OpResult};
 use crate::direction::Direction;
 use crate::distribution::Distribution;
 use crate::error::{Error, Result};
+use crate::storage::codec;
 use crate::trial::{FrozenTrial, TrialState};
 use chrono::{DateTime, Utc};
 use rusqlite::types::ValueRef;

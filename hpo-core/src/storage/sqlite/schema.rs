@@ -16,31 +16,11 @@ use rusqlite::{Connection, OptionalExtension};
 use std::path::Path;
 use std::time::Duration;
 
-/// The schema version in `version_info` (Optuna's `SCHEMA_VERSION`).
-pub(crate) const SCHEMA_VERSION: i64 = 12;
-/// The alembic revision Optuna 5.0 stamps on its databases.
-pub(crate) const ALEMBIC_VERSION: &str = "v3.2.0.a";
-/// The Optuna version whose schema this is, written to `version_info.library_version`.
-pub(crate) const LIBRARY_VERSION: &str = "5.0.0";
+use crate::storage::codec::REQUIRED_TABLES;
+pub(crate) use crate::storage::codec::{ALEMBIC_VERSION, LIBRARY_VERSION, SCHEMA_VERSION};
 
 /// Optuna 5.0.0's DDL, table by table, as SQLite stores it.
 pub(crate) const DDL: &str = include_str!("schema.sql");
-
-/// Tables every Optuna study database has.
-const REQUIRED_TABLES: [&str; 12] = [
-    "studies",
-    "version_info",
-    "study_directions",
-    "study_user_attributes",
-    "study_system_attributes",
-    "trials",
-    "trial_user_attributes",
-    "trial_system_attributes",
-    "trial_params",
-    "trial_values",
-    "trial_intermediate_values",
-    "alembic_version",
-];
 
 /// What a database file holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,5 @@
 //! [`Storage`] for [`SqliteStorage`]: one method, one statement or one transaction.
 
-use super::codec;
 use super::queries::{
     claim, insert_details, insert_trial, insert_values, new_record, read_row, set_system_attrs,
 };
@@ -8,6 +7,7 @@ use super::SqliteStorage;
 use crate::direction::Direction;
 use crate::distribution::Distribution;
 use crate::error::{Error, Result};
+use crate::storage::codec;
 use crate::storage::{Storage, StudySummary};
 use crate::trial::{FrozenTrial, TrialState};
 use rusqlite::{params, OptionalExtension};

@@ -1,4 +1,6 @@
-//! Optuna's value conventions in the RDB schema.
+//! Optuna's value conventions in the RDB schema, shared by every SQL dialect
+//! (SQLite and PostgreSQL), and the schema's identity (version, alembic
+//! revision, tables) that both dialects check before writing.
 //!
 //! * Floats that may be infinite or NaN are stored as `NULL` plus a type
 //!   column (`FINITE`, `INF_POS`, `INF_NEG`, `NAN`).
@@ -12,6 +14,29 @@ use crate::distribution::{python_float_repr, python_json_string};
 use crate::error::{Error, Result};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use serde_json::Value;
+
+/// The schema version in `version_info` (Optuna's `SCHEMA_VERSION`).
+pub(crate) const SCHEMA_VERSION: i64 = 12;
+/// The alembic revision Optuna 5.0 stamps on its databases.
+pub(crate) const ALEMBIC_VERSION: &str = "v3.2.0.a";
+/// The Optuna version whose schema this is, written to `version_info.library_version`.
+pub(crate) const LIBRARY_VERSION: &str = "5.0.0";
+
+/// Tables every Optuna study database has.
+pub(crate) const REQUIRED_TABLES: [&str; 12] = [
+    "studies",
+    "version_info",
+    "study_directions",
+    "study_user_attributes",
+    "study_system_attributes",
+    "trials",
+    "trial_user_attributes",
+    "trial_system_attributes",
+    "trial_params",
+    "trial_values",
+    "trial_intermediate_values",
+    "alembic_version",
+];
 
 /// The SQLAlchemy datetime text format.
 const DATETIME_FORMAT: &str = "%Y-%m-%d %H:%M:%S%.6f";
