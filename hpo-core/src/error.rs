@@ -58,6 +58,11 @@ pub enum Error {
         reason: String,
     },
 
+    /// No study has this id in the storage (it was deleted, or the id comes
+    /// from another storage).
+    #[error("no study with id {0} in this storage; it may have been deleted by another process")]
+    StudyIdNotFound(u64),
+
     /// A study with this name does not exist in the storage.
     #[error(
         "no study named `{0}` in this storage; create it, or check the name and the storage URL"
@@ -124,6 +129,9 @@ pub enum Error {
         path: Option<PathBuf>,
         /// What failed.
         message: String,
+        /// Why, when a lower layer (SQLite, the operating system) said so.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     },
 
     /// A storage file cannot be used: it is not SQLite, not a study database,
@@ -194,11 +202,24 @@ pub enum Error {
 }
 
 impl Error {
-    /// A storage error without a path.
+    /// A storage error without a path or a cause.
     pub fn storage(message: impl Into<String>) -> Self {
         Error::Storage {
             path: None,
             message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A storage error without a path, keeping its cause.
+    pub fn storage_caused(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Storage {
+            path: None,
+            message: message.into(),
+            source: Some(Box::new(source)),
         }
     }
 }

@@ -134,7 +134,7 @@ pub fn studies_are_created_found_and_deleted<S: Storage>(make: &impl Fn() -> S) 
     s.delete_study(a).unwrap();
     assert!(s.find_study("a").unwrap().is_none());
     assert!(s.find_study("b").unwrap().is_some());
-    assert!(matches!(s.delete_study(a), Err(Error::StudyNotFound(_))));
+    assert!(matches!(s.delete_study(a), Err(Error::StudyIdNotFound(_))));
     // The name is free again.
     let a2 = s.create_study("a", &[Direction::Maximize]).unwrap();
     assert!(s.trials(a2).unwrap().is_empty());
@@ -645,11 +645,11 @@ pub fn unknown_ids_are_errors<S: Storage>(make: &impl Fn() -> S) {
     let missing_study = id + 1000;
     assert!(matches!(
         s.create_trial(missing_study, None),
-        Err(Error::StudyNotFound(_))
+        Err(Error::StudyIdNotFound(_))
     ));
     assert!(matches!(
         s.trials(missing_study),
-        Err(Error::StudyNotFound(_))
+        Err(Error::StudyIdNotFound(_))
     ));
     assert!(matches!(
         s.trial(987_654),

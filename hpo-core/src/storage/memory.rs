@@ -47,13 +47,13 @@ impl Inner {
     fn study(&self, id: u64) -> Result<&StudyData> {
         self.studies
             .get(&id)
-            .ok_or_else(|| Error::StudyNotFound(format!("<id {id}>")))
+            .ok_or_else(|| Error::StudyIdNotFound(id))
     }
 
     fn study_mut(&mut self, id: u64) -> Result<&mut StudyData> {
         self.studies
             .get_mut(&id)
-            .ok_or_else(|| Error::StudyNotFound(format!("<id {id}>")))
+            .ok_or_else(|| Error::StudyIdNotFound(id))
     }
 
     fn locate(&self, trial_id: u64) -> Result<(u64, usize)> {
@@ -226,7 +226,7 @@ impl Storage for InMemoryStorage {
         g.studies
             .remove(&study_id)
             .map(|_| ())
-            .ok_or_else(|| Error::StudyNotFound(format!("<id {study_id}>")))
+            .ok_or_else(|| Error::StudyIdNotFound(study_id))
     }
 
     fn set_study_user_attr(&self, study_id: u64, key: &str, value: &Value) -> Result<()> {

@@ -76,9 +76,10 @@ impl HeartbeatThread {
                 }
             })
             .map_err(|e| {
-                Error::storage(format!(
-                    "cannot start the heartbeat thread of trial {number}: {e}"
-                ))
+                Error::storage_caused(
+                    format!("cannot start the heartbeat thread of trial {number}"),
+                    e,
+                )
             })?;
         Ok(HeartbeatThread {
             stop: Some(tx),

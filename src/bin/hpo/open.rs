@@ -90,8 +90,20 @@ pub fn storage_error(e: &hpo::Error, url: &str) -> CliError {
             path: path.clone(),
             reason: scrub(reason, url),
         },
-        other => CliError::Storage(scrub(&other.to_string(), url)),
+        other => CliError::Storage(scrub(&with_causes(other), url)),
     }
+}
+
+/// An error's message followed by its causes (`: cause: cause`), on one line.
+fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
 }
 
 /// One study, read whole.

@@ -220,7 +220,7 @@ pub(super) fn insert_trial<C: GenericClient>(
                 &complete_now,
             ],
         )?
-        .ok_or_else(|| Error::StudyNotFound(format!("<id {study_id}>")))?;
+        .ok_or_else(|| Error::StudyIdNotFound(study_id))?;
     let id: i32 = row.try_get(0)?;
     let number: i32 = row.try_get(1)?;
     t.id = id as u64;

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn study_not_found(study_id: u64) -> Error {
-    Error::StudyNotFound(format!("<id {study_id}>"))
+    Error::StudyIdNotFound(study_id)
 }
 
 /// A study summary from `study_id, study_name, directions[]`.

@@ -167,7 +167,8 @@ impl SqliteStorage {
         }
         Error::Storage {
             path: self.path.clone(),
-            message: e.to_string(),
+            message: "a SQLite statement failed".into(),
+            source: Some(Box::new(e)),
         }
     }
 

@@ -129,7 +129,7 @@ impl SqliteStorage {
     /// A private in-memory database (`sqlite::memory:`), gone when dropped.
     pub fn in_memory() -> Result<Self> {
         let conn = Connection::open_in_memory()
-            .map_err(|e| Error::storage(format!("cannot open in-memory SQLite: {e}")))?;
+            .map_err(|e| Error::storage_caused("cannot open an in-memory SQLite database", e))?;
         Self::setup(conn, None, &SqliteOptions::default(), false)
     }
 

@@ -210,7 +210,7 @@ impl Inner {
         value: &Value,
     ) -> OpResult<()> {
         if !self.study_exists(study_id)? {
-            return Err(Error::StudyNotFound(format!("<id {study_id}>")).into());
+            return Err(Error::StudyIdNotFound(study_id).into());
         }
         self.counters.statement();
         self.conn
@@ -371,7 +371,7 @@ pub(super) fn insert_trial(
         |r| Ok((r.get(0)?, r.get(1)?)),
     )
     .optional()?
-    .ok_or_else(|| Error::StudyNotFound(format!("<id {study_id}>")).into())
+    .ok_or_else(|| Error::StudyIdNotFound(study_id).into())
 }
 
 /// Moves the oldest WAITING trial of the study with an id from `from` on to

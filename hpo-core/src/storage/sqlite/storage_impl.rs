@@ -89,7 +89,7 @@ impl Storage for SqliteStorage {
                     .query_row([sid], |_| Ok(()))
                     .optional()?;
                 if found.is_none() {
-                    return Err(Error::StudyNotFound(format!("<id {study_id}>")).into());
+                    return Err(Error::StudyIdNotFound(study_id).into());
                 }
                 for table in [
                     "trial_params",
@@ -128,7 +128,7 @@ impl Storage for SqliteStorage {
     fn study_user_attrs(&self, study_id: u64) -> Result<BTreeMap<String, Value>> {
         self.op(|db| {
             if !db.study_exists(study_id)? {
-                return Err(Error::StudyNotFound(format!("<id {study_id}>")).into());
+                return Err(Error::StudyIdNotFound(study_id).into());
             }
             db.study_attrs("study_user_attributes", study_id)
         })
@@ -137,7 +137,7 @@ impl Storage for SqliteStorage {
     fn study_system_attrs(&self, study_id: u64) -> Result<BTreeMap<String, Value>> {
         self.op(|db| {
             if !db.study_exists(study_id)? {
-                return Err(Error::StudyNotFound(format!("<id {study_id}>")).into());
+                return Err(Error::StudyIdNotFound(study_id).into());
             }
             db.study_attrs("study_system_attributes", study_id)
         })
@@ -451,7 +451,7 @@ impl Storage for SqliteStorage {
     fn trials(&self, study_id: u64) -> Result<Vec<Arc<FrozenTrial>>> {
         self.op(|db| {
             if !db.caches.contains_key(&study_id) && !db.study_exists(study_id)? {
-                return Err(Error::StudyNotFound(format!("<id {study_id}>")).into());
+                return Err(Error::StudyIdNotFound(study_id).into());
             }
             let low_water = db.caches.get(&study_id).map_or(0, |c| c.low_water);
             db.counters.statement();
