@@ -53,6 +53,7 @@
 //! ```
 
 pub mod batch;
+pub mod cache;
 pub mod data;
 mod error;
 pub mod memory;
@@ -63,13 +64,13 @@ mod task;
 pub mod tokenize;
 pub mod train;
 
+pub use crate::cache::{ModelCache, ALL_MINILM_L6_V2};
 pub use crate::data::{load_tsv, Dataset, Example, Text, TsvSpec};
-pub use crate::error::{Error, Result};
+pub use crate::error::{Error, OomConfig, Result};
 pub use crate::memory::{estimate_training_memory, MemoryEstimate, MemoryGuard, Precision};
 pub use crate::model::{BertClassifier, ModelConfig, Pooling, Preset};
-pub use crate::oom::OomConfig;
 pub use crate::pretrained::Checkpoint;
-pub use crate::task::{run, RunSpec, TextTask, DEFAULT_TRAINED_VOCAB};
+pub use crate::task::{run, run_with_model, RunSpec, TextTask, DEFAULT_TRAINED_VOCAB};
 pub use crate::tokenize::TextTokenizer;
 pub use crate::train::{FitReport, Recorder, TrainConfig, TrainData, Trainer, TrialSink};
 
