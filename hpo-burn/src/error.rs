@@ -102,18 +102,11 @@ pub enum Error {
         outcome: TrialOutcome,
     },
     /// Out of memory even at the smallest allowed micro-batch. In an
-    /// objective, `?` records the trial as OOM with `config` (a constraint
-    /// violation for the sampler).
-    #[error("out of memory at the smallest micro-batch ({} x {} tokens): {message}", config.batch, config.max_len)]
-    OomExhausted {
-        /// What did not fit.
-        config: OomConfig,
-        /// The last out-of-memory message.
-        message: String,
-        /// `TrialError::Oom` with `config` as JSON.
-        #[source]
-        outcome: TrialOutcome,
-    },
+    /// objective, `?` records the trial as OOM with its configuration (a
+    /// constraint violation for the sampler). Boxed: it keeps every `Result`
+    /// of this crate small.
+    #[error(transparent)]
+    OomExhausted(Box<OomExhausted>),
     /// Recording on the trial failed (a storage error from hpo-core).
     #[error(transparent)]
     Core(#[from] hpo_core::Error),
@@ -138,11 +131,11 @@ impl Error {
             config: serde_json::to_value(&config).unwrap_or(serde_json::Value::Null),
             message: message.clone(),
         });
-        Error::OomExhausted {
+        Error::OomExhausted(Box::new(OomExhausted {
             config,
             message,
             outcome,
-        }
+        }))
     }
 
     /// [`Error::Config`] with `message`.
@@ -160,6 +153,19 @@ impl Error {
             source,
         }
     }
+}
+
+/// Out of memory even at the smallest allowed micro-batch: what did not fit.
+#[derive(Debug, thiserror::Error)]
+#[error("out of memory at the smallest micro-batch ({} x {} tokens): {message}", config.batch, config.max_len)]
+pub struct OomExhausted {
+    /// What did not fit.
+    pub config: OomConfig,
+    /// The last out-of-memory message.
+    pub message: String,
+    /// `TrialError::Oom` with `config` as JSON.
+    #[source]
+    pub outcome: TrialOutcome,
 }
 
 /// The configuration recorded on a trial that ran out of memory at the
