@@ -675,7 +675,7 @@ fn save_best<B: AutodiffBackend>(
     let params: serde_json::Map<String, serde_json::Value> = trial
         .typed_params()
         .iter()
-        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.to_string())))
+        .map(|(k, v)| (k.clone(), v.to_json_value()))
         .collect();
     let record = serde_json::json!({
         "study": study.name(),
