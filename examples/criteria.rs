@@ -45,13 +45,14 @@ use std::time::Duration;
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// Trials to run in this invocation (a resumed study keeps its old ones).
-    #[arg(long, default_value_t = 8)]
-    trials: usize,
+    /// Trials to run in this invocation (a resumed study keeps its old ones)
+    /// [default: 8; 20 with --from-scratch].
+    #[arg(long)]
+    trials: Option<usize>,
     /// Stop starting new trials after this many seconds (a running trial
-    /// finishes).
-    #[arg(long, default_value_t = 420)]
-    timeout: u64,
+    /// finishes) [default: 420; 540 with --from-scratch].
+    #[arg(long)]
+    timeout: Option<u64>,
     /// Where the study lives.
     #[arg(long, default_value = "sqlite:///criteria.db")]
     storage: String,
@@ -83,13 +84,13 @@ struct Args {
     /// `cpu`, or `cuda:N` (needs `--features cuda`).
     #[arg(long, default_value = "cpu")]
     device: String,
-    /// Maximum epochs per trial.
-    #[arg(long, default_value_t = 1)]
-    epochs: usize,
-    /// Train on at most this many examples per epoch (0 = all); keeps a CPU
-    /// study within minutes.
-    #[arg(long, default_value_t = 1200)]
-    train_limit: usize,
+    /// Maximum epochs per trial [default: 1; 2 with --from-scratch].
+    #[arg(long)]
+    epochs: Option<usize>,
+    /// Train on at most this many examples (0 = all); keeps a CPU study
+    /// within minutes [default: 1200; 500 with --from-scratch].
+    #[arg(long)]
+    train_limit: Option<usize>,
     /// Fraction of the data held out for validation (stratified); trials are
     /// scored on it.
     #[arg(long, default_value_t = 0.1)]
@@ -107,6 +108,30 @@ struct Args {
     seed: u64,
 }
 // ANCHOR_END: args
+
+impl Args {
+    /// Defaults that depend on the mode: `--from-scratch` keeps the budget
+    /// its figures were measured with.
+    fn pick<T>(&self, given: Option<T>, fine_tune: T, scratch: T) -> T {
+        given.unwrap_or(if self.from_scratch {
+            scratch
+        } else {
+            fine_tune
+        })
+    }
+    fn trials(&self) -> usize {
+        self.pick(self.trials, 8, 20)
+    }
+    fn timeout(&self) -> u64 {
+        self.pick(self.timeout, 420, 540)
+    }
+    fn epochs(&self) -> usize {
+        self.pick(self.epochs, 1, 2)
+    }
+    fn train_limit(&self) -> usize {
+        self.pick(self.train_limit, 1200, 500)
+    }
+}
 
 // ANCHOR: space
 /// Which backbone a trial fine-tunes; what "light" and "heavy" are is decided
@@ -316,7 +341,7 @@ fn objective<B: AutodiffBackend>(
         // mean pooling also learns far faster from scratch.
         pooling: Pooling::Mean,
         train: TrainConfig {
-            epochs: args.epochs,
+            epochs: args.epochs(),
             learning_rate: plan.lr,
             micro_batch: plan.batch_size,
             accumulation: plan.grad_accum,
@@ -370,9 +395,10 @@ fn load_splits(args: &Args) -> anyhow::Result<(Dataset, Dataset, Dataset)> {
     let (rest, test) = data.split_stratified(args.test, args.seed)?;
     let valid_share = args.validation / (1.0 - args.test);
     let (mut train, valid) = rest.split_stratified(valid_share, args.seed)?;
-    if args.train_limit > 0 && train.examples.len() > args.train_limit {
+    let limit = args.train_limit();
+    if limit > 0 && train.examples.len() > limit {
         // A stratified subsample, still deterministic in the seed.
-        let frac = 1.0 - args.train_limit as f64 / train.examples.len() as f64;
+        let frac = 1.0 - limit as f64 / train.examples.len() as f64;
         train = train.split_stratified(frac, args.seed)?.0;
     }
     println!(
@@ -508,7 +534,7 @@ fn main() -> anyhow::Result<()> {
     // macro-F1 stops improving (patience 0: the last epoch was no better).
     let hyperband = HyperbandConfig {
         min_resource: 1,
-        max_resource: Resource::Steps(args.epochs as u64),
+        max_resource: Resource::Steps(args.epochs() as u64),
         reduction_factor: 3,
         bootstrap_count: 0,
     }
@@ -532,8 +558,8 @@ fn main() -> anyhow::Result<()> {
     if !args.from_scratch && study.trials()?.is_empty() {
         study.enqueue(warm_start().to_params())?;
     }
-    let opts = Optimize::trials(args.trials)
-        .with_timeout(Duration::from_secs(args.timeout))
+    let opts = Optimize::trials(args.trials())
+        .with_timeout(Duration::from_secs(args.timeout()))
         .callback(|_, t| {
             let secs = t.duration().map_or(0.0, |d| d.as_secs_f64());
             let value = t.value().map_or("-".to_string(), |v| format!("{v:.4}"));
