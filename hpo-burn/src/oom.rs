@@ -16,7 +16,6 @@
 //! isolates trials in worker processes starts a fresh one.
 
 use crate::error::Error;
-use serde::{Deserialize, Serialize};
 use std::any::Any;
 
 const OOM_MARKERS: &[&str] = &[
@@ -64,26 +63,6 @@ pub fn panic_message(payload: &(dyn Any + Send)) -> String {
     } else {
         "panic with a non-string payload".to_string()
     }
-}
-
-/// The configuration recorded on a trial that ran out of memory at the
-/// smallest micro-batch (the seed study's `oom_config`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OomConfig {
-    /// Model name (preset or checkpoint).
-    pub model: String,
-    /// The micro-batch that failed last.
-    pub batch: usize,
-    /// Gradient accumulation steps at that micro-batch.
-    pub accumulation: usize,
-    /// Maximum sequence length.
-    pub max_len: usize,
-    /// Effective batch (examples per optimizer step).
-    pub effective_batch: usize,
-    /// The micro-batch the trial started with.
-    pub initial_batch: usize,
-    /// Number of halvings tried before giving up.
-    pub retries: usize,
 }
 
 #[cfg(test)]

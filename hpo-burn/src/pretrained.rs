@@ -124,13 +124,16 @@ fn default_act() -> String {
     "gelu".into()
 }
 
-/// A local BERT checkpoint directory.
+/// A local BERT checkpoint directory, possibly truncated to its first layers.
 #[derive(Debug, Clone)]
 pub struct Checkpoint {
     /// The directory.
     pub dir: PathBuf,
-    /// Its `config.json`.
+    /// Its `config.json`, with `num_hidden_layers` the layers used (see
+    /// [`truncated`](Self::truncated)).
     pub config: HfBertConfig,
+    /// Encoder layers stored in the checkpoint.
+    pub stored_layers: usize,
 }
 
 /// What loading did.
@@ -167,7 +170,44 @@ impl Checkpoint {
                 "no model.safetensors (convert .bin checkpoints to safetensors first)".into(),
             ));
         }
-        Ok(Checkpoint { dir, config })
+        Ok(Checkpoint {
+            dir,
+            stored_layers: config.num_hidden_layers,
+            config,
+        })
+    }
+
+    /// The same checkpoint using only its first `layers` encoder layers
+    /// (embeddings, layers `0..layers` and the pooler are loaded; the later
+    /// layers are left unread). A cheaper model from the same pretraining,
+    /// as in layer-dropping studies of BERT (Sajjad et al. 2023, "On the
+    /// effect of dropping layers of pre-trained transformer models").
+    pub fn truncated(mut self, layers: usize) -> Result<Self> {
+        if layers == 0 || layers > self.stored_layers {
+            return Err(Error::config(format!(
+                "cannot keep the first {layers} layers of {}: it has {} (choose 1..={})",
+                self.dir.display(),
+                self.stored_layers,
+                self.stored_layers
+            )));
+        }
+        self.config.num_hidden_layers = layers;
+        Ok(self)
+    }
+
+    /// A name for records: the directory, with `[:k]` when truncated to `k` layers.
+    pub fn name(&self) -> String {
+        if self.config.num_hidden_layers < self.stored_layers {
+            format!("{}[:{}]", self.dir.display(), self.config.num_hidden_layers)
+        } else {
+            self.dir.display().to_string()
+        }
+    }
+
+    /// Trainable parameters of a classifier built on this checkpoint with a
+    /// linear head over `num_classes` (heavy/light decisions compare these).
+    pub fn num_params(&self, num_classes: usize) -> usize {
+        self.model_config(num_classes).num_params()
     }
 
     /// A model config with the checkpoint's dimensions and a linear head.
@@ -234,7 +274,7 @@ impl Checkpoint {
             )));
         }
         if !result.unused.is_empty() {
-            tracing::info!(unused = ?result.unused, "checkpoint tensors not used by the model");
+            tracing::debug!(unused = ?result.unused, "checkpoint tensors not used by the model");
         }
         Ok((
             model,

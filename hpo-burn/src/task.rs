@@ -5,11 +5,11 @@ use crate::batch::EncodedExample;
 use crate::data::{Dataset, Text};
 use crate::error::{Error, Result};
 use crate::memory::MemoryGuard;
-use crate::model::{ModelConfig, Pooling, Preset};
+use crate::model::{BertClassifier, ModelConfig, Pooling, Preset};
 use crate::pretrained::Checkpoint;
 use crate::tokenize::TextTokenizer;
-use crate::train::{FitReport, TrainConfig, TrainData, Trainer, TrialSink};
-use burn::tensor::backend::AutodiffBackend;
+use crate::train::{evaluate, FitReport, Metrics, TrainConfig, TrainData, Trainer, TrialSink};
+use burn::tensor::backend::{AutodiffBackend, Backend};
 use serde::{Deserialize, Serialize};
 
 /// Vocabulary size trained when no checkpoint is given.
@@ -60,20 +60,52 @@ impl TextTask {
 
     /// Tokenizes both splits at `max_len`.
     pub fn encode(&self, max_len: usize) -> Result<(Vec<EncodedExample>, Vec<EncodedExample>)> {
-        let enc = |d: &Dataset| -> Result<Vec<EncodedExample>> {
-            let texts: Vec<&Text> = d.examples.iter().map(|e| &e.text).collect();
-            Ok(self
-                .tokenizer
-                .encode_all(&texts, max_len)?
-                .into_iter()
-                .zip(&d.examples)
-                .map(|(encoded, e)| EncodedExample {
-                    encoded,
-                    label: e.label,
-                })
-                .collect())
-        };
-        Ok((enc(&self.train)?, enc(&self.valid)?))
+        Ok((
+            self.encode_dataset(&self.train, max_len)?,
+            self.encode_dataset(&self.valid, max_len)?,
+        ))
+    }
+
+    /// Tokenizes any data set (for example a held-out test split that the
+    /// task itself does not hold) with this task's tokenizer.
+    pub fn encode_dataset(&self, data: &Dataset, max_len: usize) -> Result<Vec<EncodedExample>> {
+        let texts: Vec<&Text> = data.examples.iter().map(|e| &e.text).collect();
+        Ok(self
+            .tokenizer
+            .encode_all(&texts, max_len)?
+            .into_iter()
+            .zip(&data.examples)
+            .map(|(encoded, e)| EncodedExample {
+                encoded,
+                label: e.label,
+            })
+            .collect())
+    }
+
+    /// Metrics of a trained (inference) `model` on `data`, encoded at
+    /// `max_len` with this task's tokenizer. `data` must have the task's classes.
+    pub fn evaluate<B: Backend>(
+        &self,
+        model: &BertClassifier<B>,
+        data: &Dataset,
+        max_len: usize,
+        device: &B::Device,
+    ) -> Result<Metrics> {
+        if data.classes != self.train.classes {
+            return Err(Error::Data(format!(
+                "evaluation classes {:?} differ from the task's {:?}",
+                data.classes, self.train.classes
+            )));
+        }
+        let examples = self.encode_dataset(data, max_len.min(model.max_position))?;
+        evaluate(
+            model,
+            &examples,
+            self.tokenizer.pad_id(),
+            self.train.classes.len(),
+            64,
+            device,
+        )
     }
 }
 
@@ -112,7 +144,7 @@ impl RunSpec {
     /// A name for the model in records.
     pub fn model_name(&self, task: &TextTask) -> String {
         match &task.checkpoint {
-            Some(c) => c.dir.display().to_string(),
+            Some(c) => c.name(),
             None => self.preset.name().to_string(),
         }
     }
@@ -128,6 +160,18 @@ pub fn run<B: AutodiffBackend, S: TrialSink>(
     device: &B::Device,
     sink: &mut S,
 ) -> Result<FitReport> {
+    Ok(run_with_model::<B, S>(task, spec, guard, device, sink)?.1)
+}
+
+/// [`run`], also returning the trained model at its best epoch (to evaluate
+/// on a held-out split or to save with a burn recorder).
+pub fn run_with_model<B: AutodiffBackend, S: TrialSink>(
+    task: &TextTask,
+    spec: &RunSpec,
+    guard: MemoryGuard,
+    device: &B::Device,
+    sink: &mut S,
+) -> Result<(BertClassifier<B>, FitReport)> {
     let model_config = spec.model_config(task);
     B::seed(device, spec.train.seed);
     let mut model = model_config.init::<B>(device)?;
@@ -148,5 +192,5 @@ pub fn run<B: AutodiffBackend, S: TrialSink>(
         pad_id: task.tokenizer.pad_id(),
         classes: task.train.classes.len(),
     };
-    Ok(trainer.fit(model, data, sink)?.1)
+    trainer.fit(model, data, sink)
 }

@@ -79,6 +79,15 @@ impl TextTokenizer {
         Self::finish(inner)
     }
 
+    /// Writes the tokenizer as a HuggingFace `tokenizer.json`, loadable with
+    /// [`from_tokenizer_json`](Self::from_tokenizer_json).
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
+        self.inner
+            .save(path, false)
+            .map_err(|e| tok_err(&format!("cannot write {}", path.display()), e))
+    }
+
     /// Loads the tokenizer of a checkpoint directory: `tokenizer.json` if
     /// present, else `vocab.txt` (lowercasing unless `tokenizer_config.json`
     /// says `"do_lower_case": false`).
@@ -155,7 +164,7 @@ impl TextTokenizer {
     /// including the special tokens.
     pub fn encode_all(&self, texts: &[&Text], max_len: usize) -> Result<Vec<Encoded>> {
         if max_len < 4 {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "max_len {max_len} is too short; a pair needs at least 4 tokens"
             )));
         }

@@ -90,7 +90,7 @@ impl FromStr for Preset {
                 .into_iter()
                 .find(|p| p.name() == other)
                 .ok_or_else(|| {
-                    Error::Config(format!(
+                    Error::config(format!(
                         "unknown model preset {s:?}; expected one of tiny, mini, small, medium, base, large (heavy)"
                     ))
                 }),
@@ -268,7 +268,7 @@ impl ModelConfig {
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(Error::Config(problems.join("; ")))
+            Err(Error::config(problems.join("; ")))
         }
     }
 }

@@ -122,17 +122,18 @@ impl ModelConfig {
 }
 
 impl<B: Backend> BertClassifier<B> {
-    /// Class logits `[batch, classes]`.
+    /// The encoder's last hidden states `[batch, len, hidden]` (HuggingFace's
+    /// `last_hidden_state`).
     ///
     /// `input_ids` and `segment_ids` are `[batch, len]`; `mask_pad` is true at
     /// padding positions. `len` must not exceed the model's `max_position`
     /// (the batcher truncates to it).
-    pub fn forward(
+    pub fn encode(
         &self,
         input_ids: Tensor<B, 2, Int>,
         segment_ids: Tensor<B, 2, Int>,
         mask_pad: Tensor<B, 2, Bool>,
-    ) -> Tensor<B, 2> {
+    ) -> Tensor<B, 3> {
         let [batch, len] = input_ids.dims();
         let device = input_ids.device();
         let positions = Tensor::<B, 1, Int>::arange(0..len as i64, &device)
@@ -143,14 +144,31 @@ impl<B: Backend> BertClassifier<B> {
             + e.position.forward(positions)
             + e.segment.forward(segment_ids);
         let x = e.dropout.forward(e.norm.forward(x));
-        let x = self
-            .encoder
-            .forward(TransformerEncoderInput::new(x).mask_pad(mask_pad.clone()));
+        self.encoder
+            .forward(TransformerEncoderInput::new(x).mask_pad(mask_pad))
+    }
+
+    /// The mean of the last hidden states over non-padding positions
+    /// `[batch, hidden]` (sentence-transformers' mean pooling).
+    pub fn mean_pool(hidden: Tensor<B, 3>, mask_pad: Tensor<B, 2, Bool>) -> Tensor<B, 2> {
+        let [batch, len, width] = hidden.dims();
+        let keep = mask_pad.bool_not().float().reshape([batch, len, 1]);
+        let count = keep.clone().sum_dim(1).reshape([batch, 1]).clamp_min(1.0);
+        (hidden * keep).sum_dim(1).reshape([batch, width]) / count
+    }
+
+    /// Class logits `[batch, classes]`; inputs as for [`encode`](Self::encode).
+    pub fn forward(
+        &self,
+        input_ids: Tensor<B, 2, Int>,
+        segment_ids: Tensor<B, 2, Int>,
+        mask_pad: Tensor<B, 2, Bool>,
+    ) -> Tensor<B, 2> {
+        let [batch, _] = input_ids.dims();
+        let x = self.encode(input_ids, segment_ids, mask_pad.clone());
         let [_, _, hidden] = x.dims();
         let pooled = if self.mean_pool {
-            let keep = mask_pad.bool_not().float().reshape([batch, len, 1]);
-            let count = keep.clone().sum_dim(1).reshape([batch, 1]).clamp_min(1.0);
-            (x * keep).sum_dim(1).reshape([batch, hidden]) / count
+            Self::mean_pool(x, mask_pad)
         } else {
             x.narrow(1, 0, 1).reshape([batch, hidden])
         };

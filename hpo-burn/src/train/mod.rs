@@ -26,10 +26,11 @@ pub use self::schedule::WarmupLinear;
 pub use self::sink::{Recorder, TrialSink};
 
 use crate::batch::{make_batch, plan_batches, EncodedExample};
+use crate::error::OomConfig;
 use crate::error::{Error, Result};
 use crate::memory::{estimate_training_memory, process_peak_rss, MemoryGuard, Precision};
 use crate::model::{BertClassifier, ModelConfig};
-use crate::oom::{classify, panic_message, OomConfig};
+use crate::oom::{classify, panic_message};
 use burn::grad_clipping::GradientClippingConfig;
 use burn::module::AutodiffModule;
 use burn::nn::loss::{CrossEntropyLoss, CrossEntropyLossConfig};
@@ -129,7 +130,7 @@ impl TrainConfig {
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(Error::Config(problems.join("; ")))
+            Err(Error::config(problems.join("; ")))
         }
     }
 }
@@ -234,7 +235,9 @@ impl<B: AutodiffBackend> Trainer<B> {
 
     /// Trains `model`, reporting each epoch's validation macro-F1 to `sink`.
     ///
-    /// Returns the trained model and the report; [`Error::Pruned`] when the
+    /// Returns the model as it was after its best epoch (highest validation
+    /// macro-F1, the one the report's `best_macro_f1` measures) and the
+    /// report; [`Error::Pruned`] when the
     /// sink asks to stop, [`Error::OomExhausted`] when even the smallest
     /// micro-batch does not fit, [`Error::Device`] for failures that are not
     /// out-of-memory (never retried).
@@ -276,6 +279,9 @@ impl<B: AutodiffBackend> Trainer<B> {
         let mut retries = 0usize;
         let mut history = Vec::new();
         let mut best = (f64::NEG_INFINITY, 0u64);
+        // Parameter tensors are shared handles: keeping the best epoch's
+        // model costs one copy of the weights once the optimizer moves on.
+        let mut best_model = None;
         let mut stopped_early = false;
 
         for epoch in 1..=cfg.epochs as u64 {
@@ -314,7 +320,7 @@ impl<B: AutodiffBackend> Trainer<B> {
                             };
                             tracing::warn!(?config, %message, "out of memory at the smallest micro-batch; giving up");
                             sink.record("oom_retries", json!(retries))?;
-                            return Err(Error::OomExhausted { config, message });
+                            return Err(Error::oom_exhausted(config, message));
                         }
                         micro /= 2;
                         retries += 1;
@@ -350,10 +356,11 @@ impl<B: AutodiffBackend> Trainer<B> {
             history.push(report);
             if valid.macro_f1 > best.0 {
                 best = (valid.macro_f1, epoch);
+                best_model = Some(model.clone());
             }
             if sink.report_epoch(epoch, valid.macro_f1)? {
                 self.record_final(sink, micro, retries)?;
-                return Err(Error::Pruned { epoch });
+                return Err(Error::pruned(epoch));
             }
             if let Some(p) = cfg.patience {
                 if epoch - best.1 >= p as u64 && (epoch as usize) < cfg.epochs {
@@ -372,7 +379,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             oom_retries: retries,
             stopped_early,
         };
-        Ok((model, report))
+        Ok((best_model.unwrap_or(model), report))
     }
 
     fn record_final<S: TrialSink>(&self, sink: &mut S, micro: usize, retries: usize) -> Result<()> {
@@ -482,39 +489,64 @@ impl<B: AutodiffBackend> Trainer<B> {
         model: &BertClassifier<B::InnerBackend>,
         data: TrainData<'_>,
     ) -> Result<Metrics> {
-        let lengths: Vec<usize> = data.valid.iter().map(EncodedExample::len).collect();
-        let mut predicted = Vec::with_capacity(data.valid.len());
-        let mut actual = Vec::with_capacity(data.valid.len());
-        let mut loss_sum = 0.0;
-        for batch_idx in plan_batches(&lengths, self.config.eval_batch, None, true) {
-            let exs: Vec<&EncodedExample> = batch_idx.iter().map(|&i| &data.valid[i]).collect();
-            let device = &self.device;
-            let (loss, preds) = guarded(|| {
-                let batch = make_batch::<B::InnerBackend>(&exs, data.pad_id, device);
-                let logits = model.forward(batch.input_ids, batch.segment_ids, batch.mask_pad);
-                let loss = CrossEntropyLoss::new(None, device)
-                    .forward(logits.clone(), batch.labels)
-                    .into_scalar()
-                    .to_f64();
-                let preds = logits
-                    .argmax(1)
-                    .into_data()
-                    .convert::<i64>()
-                    .to_vec::<i64>();
-                (loss, preds)
-            })?;
-            let preds = preds.map_err(|e| Error::Device(format!("reading predictions: {e:?}")))?;
-            loss_sum += loss * exs.len() as f64;
-            predicted.extend(preds.into_iter().map(|p| p.max(0) as usize));
-            actual.extend(exs.iter().map(|e| e.label));
-        }
-        let (accuracy, macro_f1) = accuracy_and_macro_f1(&predicted, &actual, data.classes);
-        Ok(Metrics {
-            accuracy,
-            macro_f1,
-            loss: loss_sum / data.valid.len().max(1) as f64,
-        })
+        evaluate(
+            model,
+            data.valid,
+            data.pad_id,
+            data.classes,
+            self.config.eval_batch,
+            &self.device,
+        )
     }
+}
+
+/// Accuracy, macro-F1 and mean loss of `model` on `examples`, in batches of
+/// `batch` (grouped by length). Use an inference model (`model.valid()`):
+/// no dropout, no autodiff graph.
+pub fn evaluate<B: Backend>(
+    model: &BertClassifier<B>,
+    examples: &[EncodedExample],
+    pad_id: u32,
+    classes: usize,
+    batch: usize,
+    device: &B::Device,
+) -> Result<Metrics> {
+    if examples.is_empty() || batch == 0 {
+        return Err(Error::Data(
+            "evaluation needs at least one example and a positive batch size".into(),
+        ));
+    }
+    let lengths: Vec<usize> = examples.iter().map(EncodedExample::len).collect();
+    let mut predicted = Vec::with_capacity(examples.len());
+    let mut actual = Vec::with_capacity(examples.len());
+    let mut loss_sum = 0.0;
+    for batch_idx in plan_batches(&lengths, batch, None, true) {
+        let exs: Vec<&EncodedExample> = batch_idx.iter().map(|&i| &examples[i]).collect();
+        let (loss, preds) = guarded(|| {
+            let batch = make_batch::<B>(&exs, pad_id, device);
+            let logits = model.forward(batch.input_ids, batch.segment_ids, batch.mask_pad);
+            let loss = CrossEntropyLoss::new(None, device)
+                .forward(logits.clone(), batch.labels)
+                .into_scalar()
+                .to_f64();
+            let preds = logits
+                .argmax(1)
+                .into_data()
+                .convert::<i64>()
+                .to_vec::<i64>();
+            (loss, preds)
+        })?;
+        let preds = preds.map_err(|e| Error::Device(format!("reading predictions: {e:?}")))?;
+        loss_sum += loss * exs.len() as f64;
+        predicted.extend(preds.into_iter().map(|p| p.max(0) as usize));
+        actual.extend(exs.iter().map(|e| e.label));
+    }
+    let (accuracy, macro_f1) = accuracy_and_macro_f1(&predicted, &actual, classes);
+    Ok(Metrics {
+        accuracy,
+        macro_f1,
+        loss: loss_sum / examples.len() as f64,
+    })
 }
 
 /// Runs `f`, turning a panic into a classified error (out-of-memory, device
@@ -537,7 +569,7 @@ mod tests {
         let poisoned = guarded(|| -> () { std::panic::panic_any("device-side assert triggered") });
         assert!(matches!(poisoned, Err(Error::Device(ref m)) if m.contains("device-side assert")));
         assert!(matches!(
-            Error::Device("x".into()).into_trial_error(),
+            hpo_core::TrialError::from(Error::Device("x".into())),
             hpo_core::TrialError::Failed(_)
         ));
     }

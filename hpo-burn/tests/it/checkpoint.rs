@@ -208,3 +208,70 @@ fn missing_or_misshaped_keys_fail_loudly() {
     let msg = Checkpoint::open(dir.path()).unwrap_err().to_string();
     assert!(msg.contains("model.safetensors"), "{msg}");
 }
+
+#[test]
+fn truncation_loads_only_the_first_layers() {
+    let _lock = crate::backend_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let tensors = hf_tensors();
+    write_checkpoint(dir.path(), &tensors);
+    let ckpt = Checkpoint::open(dir.path()).unwrap().truncated(1).unwrap();
+    assert_eq!(ckpt.stored_layers, LAYERS);
+    assert!(ckpt.name().ends_with("[:1]"), "{}", ckpt.name());
+    let config = ckpt.model_config(2);
+    assert_eq!(config.layers, 1);
+    let model = config.init::<Cpu>(&Default::default()).unwrap();
+    let (model, report) = ckpt.load_into(model).unwrap();
+    assert_eq!(model.encoder.layers.len(), 1);
+
+    // Layer 0, the embeddings and the pooler are loaded; layer 1 is not.
+    let per_layer = 16;
+    assert_eq!(report.loaded.len(), tensors.len() - 1 - per_layer);
+    assert!(report.loaded.iter().all(|k| !k.contains("layers.1.")));
+    assert!(report
+        .loaded
+        .iter()
+        .any(|k| k == "encoder.layers.0.mha.query.weight"));
+    assert!(report.loaded.iter().any(|k| k == "pooler.dense.weight"));
+    let unused_layer_1 = report
+        .unused
+        .iter()
+        .filter(|k| k.contains("layers.1.") || k.contains("layer.1."))
+        .count();
+    assert_eq!(unused_layer_1, per_layer, "{:?}", report.unused);
+
+    // The values are layer 0's (transposed), not layer 1's.
+    let k = tensors
+        .keys()
+        .position(|n| n == "bert.encoder.layer.0.attention.self.value.weight")
+        .unwrap();
+    let written = values(k, H * H);
+    let loaded = floats(model.encoder.layers[0].mha.value.weight.val());
+    for o in 0..H {
+        for i in 0..H {
+            assert_eq!(loaded[i * H + o], written[o * H + i]);
+        }
+    }
+    let k = tensors
+        .keys()
+        .position(|n| n == "bert.pooler.dense.bias")
+        .unwrap();
+    let bias = model
+        .pooler
+        .dense
+        .bias
+        .as_ref()
+        .unwrap()
+        .val()
+        .into_data()
+        .to_vec::<f32>()
+        .unwrap();
+    assert_eq!(bias, values(k, H));
+
+    // Keeping zero layers, or more than stored, is refused with the range.
+    let full = Checkpoint::open(dir.path()).unwrap();
+    for bad in [0, LAYERS + 1] {
+        let msg = full.clone().truncated(bad).unwrap_err().to_string();
+        assert!(msg.contains(&format!("1..={LAYERS}")), "{msg}");
+    }
+}

@@ -4,7 +4,9 @@
 // should fail its test loudly (clippy.toml allows it only inside tests).
 #![allow(clippy::unwrap_used)]
 
+mod cache;
 mod checkpoint;
+mod minilm;
 mod model;
 mod oom;
 mod study;

@@ -86,9 +86,10 @@ fn below_the_floor_the_run_ends_as_oom_with_its_config() {
     let capacity = estimate_training_memory(&config(), 1, LEN, Precision::F32).total() - 1;
     let mut sink = Recorder::new();
     let err = fit(16, 1, MemoryGuard::simulated(capacity), &mut sink).unwrap_err();
-    let Error::OomExhausted { config, message } = err else {
+    let Error::OomExhausted(exhausted) = err else {
         panic!("expected OomExhausted, got {err}");
     };
+    let (config, message) = (exhausted.config, exhausted.message);
     assert!(message.contains("simulated device"), "{message}");
     assert_eq!(
         (config.batch, config.accumulation, config.retries),

@@ -33,9 +33,7 @@ fn toy_objective(
     move |trial| {
         let device = Default::default();
         Cpu::seed(&device, 3);
-        let model = config()
-            .init::<Cpu>(&device)
-            .map_err(|e| e.into_trial_error())?;
+        let model = config().init::<Cpu>(&device)?;
         let (train, valid) = data();
         let cfg = TrainConfig {
             epochs,
@@ -48,10 +46,9 @@ fn toy_objective(
             pad_id: 0,
             classes: 2,
         };
-        trainer
-            .fit(model, data, trial)
-            .map(|(_, r)| r.best_macro_f1)
-            .map_err(|e| e.into_trial_error())
+        // `?` alone records a pruned run as PRUNED and an exhausted OOM
+        // ladder as OOM: the outcome travels in the error's source chain.
+        Ok(trainer.fit(model, data, trial)?.1.best_macro_f1)
     }
 }
 
@@ -88,6 +85,59 @@ fn oom_at_the_floor_is_a_recorded_constraint_violation() {
     assert_eq!(t.user_attrs["oom_retries"], 2);
 }
 
+/// Each `hpo_burn::Error` that stands for a trial outcome is recorded as that
+/// outcome through `?` alone; other errors are plain failures.
+#[test]
+fn question_mark_keeps_each_outcome() {
+    let study = Study::builder().build().unwrap();
+    let oom_config = hpo_burn::OomConfig {
+        model: "toy".into(),
+        batch: 1,
+        accumulation: 8,
+        max_len: 64,
+        effective_batch: 8,
+        initial_batch: 8,
+        retries: 3,
+    };
+    study
+        .optimize(4, |trial| -> Result<f64, TrialError> {
+            match trial.number() {
+                0 => Err(hpo_burn::Error::pruned(2))?,
+                1 => Err(hpo_burn::Error::oom_exhausted(
+                    oom_config.clone(),
+                    "simulated",
+                ))?,
+                // An invalid sampled configuration: hidden 30 over 4 heads.
+                2 => {
+                    hpo_burn::ModelConfig::new(40, 2, 1, 30, 4, 64)
+                        .init::<Cpu>(&Default::default())?;
+                }
+                _ => Err(hpo_burn::Error::Device("lost".into()))?,
+            }
+            Ok(0.0)
+        })
+        .unwrap();
+    let t = study.trials().unwrap();
+    assert_eq!(t[0].state, TrialState::Pruned);
+    assert_eq!(t[1].state, TrialState::Fail);
+    assert_eq!(t[1].failure(), Some(FailureKind::Oom));
+    let stored = &t[1].system_attrs[FailureKind::OOM_CONFIG_ATTR];
+    assert_eq!(stored["batch"], 1);
+    assert_eq!(stored["retries"], 3);
+    assert_eq!(
+        t[2].failure(),
+        Some(FailureKind::Infeasible),
+        "{:?}",
+        t[2].fail_reason()
+    );
+    assert!(
+        t[2].fail_reason().unwrap_or("").contains("not divisible"),
+        "{:?}",
+        t[2].fail_reason()
+    );
+    assert_eq!(t[3].failure(), Some(FailureKind::Error));
+}
+
 #[test]
 fn end_to_end_study_on_the_vader_tweets() {
     let _lock = crate::backend_lock();
@@ -121,15 +171,14 @@ fn end_to_end_study_on_the_vader_tweets() {
                     ..TrainConfig::default()
                 },
             };
-            run::<Cpu, _>(
+            let report = run::<Cpu, _>(
                 &task,
                 &spec,
                 MemoryGuard::Unlimited,
                 &Default::default(),
                 trial,
-            )
-            .map(|r| r.best_macro_f1)
-            .map_err(|e| e.into_trial_error())
+            )?;
+            Ok(report.best_macro_f1)
         })
         .unwrap();
     let trials = study.trials().unwrap();

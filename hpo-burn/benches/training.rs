@@ -1,12 +1,13 @@
 //! Training throughput benchmark on the CPU backend.
 //!
 //! ```text
-//! cargo run --release -p hpo-burn --example bench_training [-- OUT_DIR]
+//! cargo bench -p hpo-burn --bench training
 //! ```
 //!
 //! For the tiny and mini presets at micro-batch 32 x 128 tokens (no padding)
 //! it times full training steps (forward, backward, AdamW), then writes
-//! `training.json` and `training.md` to OUT_DIR (default `target/hpo-bench`):
+//! `training.json` and `training.md` to `bench/results/` at the workspace
+//! root (or to `$HPO_BENCH_OUT`):
 //! tokens/s, model-FLOPs utilisation against this CPU's peak, and the
 //! analytic memory estimate next to the measured peak resident memory.
 //!
@@ -59,9 +60,9 @@ fn synthetic_batch(seed: usize) -> Vec<EncodedExample> {
 }
 
 fn main() -> anyhow::Result<()> {
-    let out_dir = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "target/hpo-bench".into());
+    // `cargo bench` passes `--bench`; the output folder is not an argument.
+    let out_dir = std::env::var("HPO_BENCH_OUT")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/results").to_string());
     std::fs::create_dir_all(&out_dir)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let ghz = env_f64("HPO_CPU_GHZ", 2.6);
