@@ -574,7 +574,13 @@ fn main() -> anyhow::Result<()> {
                     .collect::<Vec<_>>()
                     .join(" ")
             );
-        });
+        })
+        // A live line (trials done, best so far, time left) on a terminal;
+        // nothing in logs and pipes.
+        .callback(hpo::progress::bar(
+            Some(args.trials() as u64),
+            Some(Duration::from_secs(args.timeout())),
+        ));
     match args.device.as_str() {
         "cpu" => {
             let device = Default::default();
