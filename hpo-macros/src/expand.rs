@@ -259,6 +259,16 @@ fn range_asserts(f: &Field, p: &TokenStream) -> TokenStream {
 
 fn sample_body(input: &Input, p: &TokenStream) -> TokenStream {
     let mut body = TokenStream::new();
+    // Contradictions only a search over the conditions can find are reported
+    // once per process, when the first trial samples the space.
+    if !crate::startup::checks(input, p).is_empty() {
+        body.extend(quote! {
+            static __HPO_CHECKED: ::std::sync::Once = ::std::sync::Once::new();
+            __HPO_CHECKED.call_once(|| {
+                #p::runtime::report_problems(&<Self as #p::SearchSpace>::describe());
+            });
+        });
+    }
     for f in &input.fields {
         body.extend(choices_decl(f));
         if is_target(input, f) {

@@ -321,6 +321,63 @@ fn contradicting_constraints_are_found_at_start_up_naming_both() {
     assert!(Criteria::check().is_ok());
 }
 
+/// A space whose contradiction the macro can only find by searching the
+/// conditions (sampled by one test only: the report is once per process).
+#[hpo::search_space]
+#[constraint(if small { width <= 64 })]
+#[constraint(if tight { width >= 128 })]
+#[derive(Debug)]
+struct Reported {
+    #[param(bool)]
+    small: bool,
+    #[param(bool)]
+    tight: bool,
+    #[param(int(8..=256))]
+    width: u32,
+}
+
+#[test]
+fn the_first_sample_reports_a_contradiction_once_naming_both_constraints() {
+    use std::sync::{Arc, Mutex};
+    #[derive(Clone, Default)]
+    struct Log(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Log {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let log = Log::default();
+    let writer = log.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        let study = random_study(3);
+        for _ in 0..5 {
+            let mut trial = study.ask().unwrap();
+            let outcome = Reported::sample(&mut trial).map(|_| 0.0);
+            study.tell(trial, outcome).unwrap();
+        }
+    });
+    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    assert_eq!(
+        text.matches("search space `Reported`").count(),
+        1,
+        "reported once: {text}"
+    );
+    assert!(
+        text.contains("search space `Reported`")
+            && text.contains("if small { width <= 64 }")
+            && text.contains("if tight { width >= 128 }"),
+        "{text}"
+    );
+}
+
 /// Same narrowings as `Everything`'s, but a third constraint rules out the
 /// combination in which they would contradict.
 #[hpo::search_space]

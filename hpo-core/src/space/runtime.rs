@@ -472,3 +472,22 @@ mod tests {
         assert_eq!(<f64 as FloatValue>::MAX, f64::MAX);
     }
 }
+
+/// Reports a space's [`SpaceDescription::problems`](super::SpaceDescription)
+/// (constraints that contradict under conditions the macro could not rule out
+/// at compile time) once, when the first trial samples the space: as a
+/// `tracing` warning, or on standard error when no `tracing` subscriber is
+/// installed, so the message is seen before any trial runs into it. Called by
+/// the code `#[search_space]` generates; [`super::SearchSpace::check`] turns
+/// the same problems into an error for callers who want to stop instead.
+pub fn report_problems(description: &super::SpaceDescription) {
+    let listened =
+        tracing::dispatcher::get_default(|d| !d.is::<tracing::subscriber::NoSubscriber>());
+    for problem in &description.problems {
+        if listened {
+            tracing::warn!(space = %description.name, "search space `{}`: {problem}", description.name);
+        } else {
+            eprintln!("warning: search space `{}`: {problem}", description.name);
+        }
+    }
+}
