@@ -421,6 +421,25 @@ pub fn any<D: Into<Distribution>>(d: Result<D>) -> Result<Distribution> {
     d.map(Into::into)
 }
 
+/// Reports a space's [`SpaceDescription::problems`](super::SpaceDescription)
+/// (constraints that contradict under conditions the macro could not rule out
+/// at compile time) once, when the first trial samples the space: as a
+/// `tracing` warning, or on standard error when no `tracing` subscriber is
+/// installed, so the message is seen before any trial runs into it. Called by
+/// the code `#[search_space]` generates; [`super::SearchSpace::check`] turns
+/// the same problems into an error for callers who want to stop instead.
+pub fn report_problems(description: &super::SpaceDescription) {
+    let listened =
+        tracing::dispatcher::get_default(|d| !d.is::<tracing::subscriber::NoSubscriber>());
+    for problem in &description.problems {
+        if listened {
+            tracing::warn!(space = %description.name, "search space `{}`: {problem}", description.name);
+        } else {
+            eprintln!("warning: search space `{}`: {problem}", description.name);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -470,24 +489,5 @@ mod tests {
         assert_eq!(<i128 as IntValue>::MIN, i128::MIN);
         assert_eq!(<f32 as FloatValue>::MAX, f64::from(f32::MAX));
         assert_eq!(<f64 as FloatValue>::MAX, f64::MAX);
-    }
-}
-
-/// Reports a space's [`SpaceDescription::problems`](super::SpaceDescription)
-/// (constraints that contradict under conditions the macro could not rule out
-/// at compile time) once, when the first trial samples the space: as a
-/// `tracing` warning, or on standard error when no `tracing` subscriber is
-/// installed, so the message is seen before any trial runs into it. Called by
-/// the code `#[search_space]` generates; [`super::SearchSpace::check`] turns
-/// the same problems into an error for callers who want to stop instead.
-pub fn report_problems(description: &super::SpaceDescription) {
-    let listened =
-        tracing::dispatcher::get_default(|d| !d.is::<tracing::subscriber::NoSubscriber>());
-    for problem in &description.problems {
-        if listened {
-            tracing::warn!(space = %description.name, "search space `{}`: {problem}", description.name);
-        } else {
-            eprintln!("warning: search space `{}`: {problem}", description.name);
-        }
     }
 }
