@@ -21,7 +21,6 @@ use crate::error::{Error, Result};
 use crate::study::Trial;
 use crate::study::{DynObjective, Limits, Study, TrialRunner};
 use crate::trial::{FailureKind, FrozenTrial, TrialError, TrialState};
-use crate::trial::{FAILED_TRIAL_ATTR, RETRY_HISTORY_ATTR};
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader};
@@ -651,8 +650,7 @@ impl Coordinator<'_> {
 
     /// Re-enqueues an OOM trial's configuration with a smaller batch.
     fn relaunch(&mut self, failed: &FrozenTrial, batch: Batch) -> Result<()> {
-        let mut system = failed.system_attrs.clone();
-        for k in [
+        let mut template = failed.retry_copy(&[
             FailureKind::ATTR,
             FailureKind::REASON_ATTR,
             FailureKind::OOM_CONFIG_ATTR,
@@ -663,30 +661,15 @@ impl Coordinator<'_> {
             DEVICE_ATTR,
             ESTIMATE_BYTES_ATTR,
             RESERVED_BYTES_ATTR,
-        ] {
-            system.remove(k);
-        }
-        system
-            .entry(FAILED_TRIAL_ATTR.to_owned())
-            .or_insert_with(|| Value::from(failed.number));
-        let mut history = match system.remove(RETRY_HISTORY_ATTR) {
-            Some(Value::Array(h)) => h,
-            _ => Vec::new(),
-        };
-        history.push(Value::from(failed.number));
-        let retries = history.len();
-        system.insert(RETRY_HISTORY_ATTR.to_owned(), Value::Array(history));
+        ]);
+        let retries = template.retry_count();
+        let system = &mut template.system_attrs;
         system.insert(OOM_RETRIES_ATTR.to_owned(), Value::from(retries));
         system.insert(MICRO_BATCH_ATTR.to_owned(), Value::from(batch.micro));
         system.insert(
             ACCUMULATION_ATTR.to_owned(),
             Value::from(batch.accumulation),
         );
-        let mut template = FrozenTrial::new(0, 0, TrialState::Waiting);
-        template.internal_params = failed.internal_params.clone();
-        template.distributions = failed.distributions.clone();
-        template.user_attrs = failed.user_attrs.clone();
-        template.system_attrs = system;
         let copy = self
             .study
             .storage()

@@ -19,7 +19,7 @@
 use super::Study;
 use crate::error::{Error, Result};
 use crate::storage::Storage;
-use crate::trial::{FailureKind, FrozenTrial, TrialState, FAILED_TRIAL_ATTR, RETRY_HISTORY_ATTR};
+use crate::trial::{FailureKind, FrozenTrial};
 use serde_json::Value;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
@@ -147,33 +147,17 @@ impl Study {
     /// once the policy's retries are used up.
     fn retry_template(&self, failed: &FrozenTrial) -> Option<FrozenTrial> {
         let policy = self.core.retry?;
-        let mut system = failed.system_attrs.clone();
-        system.remove(FailureKind::ATTR);
-        system.remove(FailureKind::REASON_ATTR);
-        system
-            .entry(FAILED_TRIAL_ATTR.to_owned())
-            .or_insert_with(|| Value::from(failed.number));
-        let mut history = match system.remove(RETRY_HISTORY_ATTR) {
-            Some(Value::Array(h)) => h,
-            _ => Vec::new(),
-        };
-        history.push(Value::from(failed.number));
-        if history.len() > policy.max_retries as usize {
+        let copy = failed.retry_copy(&[FailureKind::ATTR, FailureKind::REASON_ATTR]);
+        let attempts = copy.retry_count();
+        if attempts > policy.max_retries as usize {
             tracing::warn!(
                 study = %self.core.name,
-                "trial {} is not retried: {} attempts failed (max_retries = {})",
+                "trial {} is not retried: {attempts} attempts failed (max_retries = {})",
                 failed.number,
-                history.len(),
                 policy.max_retries
             );
             return None;
         }
-        system.insert(RETRY_HISTORY_ATTR.to_owned(), Value::Array(history));
-        let mut template = FrozenTrial::new(0, 0, TrialState::Waiting);
-        template.internal_params = failed.internal_params.clone();
-        template.distributions = failed.distributions.clone();
-        template.user_attrs = failed.user_attrs.clone();
-        template.system_attrs = system;
-        Some(template)
+        Some(copy)
     }
 }

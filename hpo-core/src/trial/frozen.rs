@@ -132,6 +132,43 @@ impl FrozenTrial {
             .unwrap_or_default()
     }
 
+    /// The WAITING copy of this failed trial that runs it again, with Optuna's
+    /// retry lineage (as its `RetryFailedTrialCallback` builds it): the same
+    /// parameters, distributions and user attributes, the system attributes
+    /// less `drop` (this attempt's outcome), `failed_trial` naming the first
+    /// attempt and `retry_history` every failed attempt so far, this one last.
+    /// Used by stale-trial retries and by the executor's out-of-memory relaunch.
+    pub fn retry_copy(&self, drop: &[&str]) -> FrozenTrial {
+        let mut system = self.system_attrs.clone();
+        for key in drop {
+            system.remove(*key);
+        }
+        system
+            .entry(super::FAILED_TRIAL_ATTR.to_owned())
+            .or_insert_with(|| Value::from(self.number));
+        let mut history = match system.remove(super::RETRY_HISTORY_ATTR) {
+            Some(Value::Array(h)) => h,
+            _ => Vec::new(),
+        };
+        history.push(Value::from(self.number));
+        system.insert(super::RETRY_HISTORY_ATTR.to_owned(), Value::Array(history));
+        let mut copy = FrozenTrial::new(0, 0, TrialState::Waiting);
+        copy.internal_params = self.internal_params.clone();
+        copy.distributions = self.distributions.clone();
+        copy.user_attrs = self.user_attrs.clone();
+        copy.system_attrs = system;
+        copy
+    }
+
+    /// How many failed attempts a retry copy's lineage lists
+    /// (`retry_history`); 0 for a trial that is no retry.
+    pub fn retry_count(&self) -> usize {
+        self.system_attrs
+            .get(super::RETRY_HISTORY_ATTR)
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len)
+    }
+
     /// Wall-clock duration, for finished trials.
     pub fn duration(&self) -> Option<std::time::Duration> {
         let (s, e) = (self.datetime_start?, self.datetime_complete?);
