@@ -38,9 +38,10 @@
 //! candidates x bad-group kernels that decays towards 24 as the history grows
 //! (so a suggestion's cost stays flat); **prior weight 0.5** instead of 1; and
 //! **group decomposition on**, so conditional parameters are modelled jointly
-//! rather than independently. On the sample-efficiency suite (book,
-//! Performance) this beats Optuna 5.0's default TPE on all five problems at
-//! 100 and 200 trials, where the Optuna-faithful configuration ties it.
+//! rather than independently. They were chosen on the five problems of the
+//! sample-efficiency suite (book, Performance), where they are at or below
+//! Optuna 5.0's default TPE in 7 of the 10 cells at 100 and 200 trials: within
+//! seed noise of it, not clearly better.
 //!
 //! Other differences: trials that failed with a constraint violation (OOM,
 //! infeasible) are observations that are always bad, where Optuna needs
