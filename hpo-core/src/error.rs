@@ -142,6 +142,9 @@ pub enum Error {
         path: PathBuf,
         /// What is wrong with it, and what to do.
         reason: String,
+        /// Why, when the operating system or SQLite said so.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     },
 
     /// A database server (PostgreSQL) failed or refused an operation. The

@@ -337,3 +337,18 @@ fn a_lock_held_past_every_retry_is_named_with_the_timeout() {
     drop(s);
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn a_refusal_keeps_what_the_system_said_as_its_source() {
+    let d = dir("nodir");
+    let p = d.join("no-such-directory").join("study.db");
+    let err = SqliteStorage::open(&p).unwrap_err();
+    assert!(matches!(err, Error::UnusableStorageFile { .. }), "{err}");
+    let source = std::error::Error::source(&err).expect("the cause is kept as the source");
+    assert!(
+        !err.to_string().contains(&source.to_string()),
+        "the cause is not also flattened into the message: {err}"
+    );
+    assert!(!p.exists(), "nothing was created");
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -86,17 +86,23 @@ pub fn open_for_writing(url: &str) -> Result<Arc<dyn Storage>> {
 /// A storage error as one line with the URL's password removed.
 pub fn storage_error(e: &hpo::Error, url: &str) -> CliError {
     match e {
-        hpo::Error::UnusableStorageFile { path, reason } => CliError::NotAStudyDatabase {
+        hpo::Error::UnusableStorageFile { path, reason, .. } => CliError::NotAStudyDatabase {
             path: path.clone(),
-            reason: scrub(reason, url),
+            // The reason, then its causes (what SQLite or the OS said).
+            reason: scrub(&format!("{reason}{}", causes(e)), url),
         },
         other => CliError::Storage(scrub(&with_causes(other), url)),
     }
 }
 
-/// An error's message followed by its causes (`: cause: cause`), on one line.
+/// An error's message followed by its causes, on one line.
 fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
+    format!("{e}{}", causes(e))
+}
+
+/// An error's causes as `: cause: cause` (empty when it has none).
+fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = String::new();
     let mut cause = e.source();
     while let Some(c) = cause {
         out.push_str(": ");

@@ -28,20 +28,21 @@ pub(super) fn read_only_connection(path: &Path, immutable: bool) -> Result<Conne
     let unusable = |reason: String| Error::UnusableStorageFile {
         path: path.to_path_buf(),
         reason,
+        source: None,
     };
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     if !immutable {
         return Connection::open_with_flags(path, flags)
-            .map_err(|e| unusable(format!("cannot be opened read-only: {e}")));
+            .map_err(|e| schema::unusable_caused(path, "cannot be opened read-only", e));
     }
     let absolute = std::fs::canonicalize(path)
-        .map_err(|e| unusable(format!("cannot be resolved to an absolute path: {e}")))?;
+        .map_err(|e| schema::unusable_caused(path, "cannot be resolved to an absolute path", e))?;
     let mut uri = url::Url::from_file_path(&absolute).map_err(|()| {
         unusable("cannot be written as a `file:` URI for SQLite (is the path valid UTF-8?)".into())
     })?;
     uri.set_query(Some("immutable=1"));
     Connection::open_with_flags(uri.as_str(), flags | OpenFlags::SQLITE_OPEN_URI)
-        .map_err(|e| unusable(format!("cannot be opened read-only: {e}")))
+        .map_err(|e| schema::unusable_caused(path, "cannot be opened read-only", e))
 }
 
 impl SqliteStorage {
@@ -82,6 +83,7 @@ impl SqliteStorage {
         let unusable = |reason: String| Error::UnusableStorageFile {
             path: path.clone(),
             reason,
+            source: None,
         };
         let header = match std::fs::metadata(&path) {
             Ok(meta) => {
@@ -106,7 +108,7 @@ impl SqliteStorage {
                     "does not exist; read-only mode reads an existing study database".into(),
                 ))
             }
-            Err(e) => return Err(unusable(format!("cannot be inspected: {e}"))),
+            Err(e) => return Err(schema::unusable_caused(&path, "cannot be inspected", e)),
         };
         if options.read_only {
             let Some(header) = header else {
@@ -122,7 +124,7 @@ impl SqliteStorage {
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(&path, flags)
-            .map_err(|e| unusable(format!("cannot be opened: {e}")))?;
+            .map_err(|e| schema::unusable_caused(&path, "cannot be opened", e))?;
         Self::setup(conn, Some(path), &options, false)
     }
 
@@ -157,6 +159,7 @@ impl SqliteStorage {
                     path: shown,
                     reason: "holds no study database: there is nothing to read in read-only mode"
                         .into(),
+                    source: None,
                 });
             }
         } else if path.is_some() {
@@ -170,19 +173,18 @@ impl SqliteStorage {
                     if schema::is_busy(&e) {
                         return sql_err(e);
                     }
-                    Error::UnusableStorageFile {
-                        path: shown.clone(),
-                        reason: format!(
-                            "cannot be switched to WAL mode ({e}): is it on a read-only file \
-                             system or in a read-only directory? Open it read-only (`?mode=ro`) \
-                             to read it"
-                        ),
-                    }
+                    schema::unusable_caused(
+                        &shown,
+                        "cannot be switched to WAL mode: is it on a read-only file system or \
+                         in a read-only directory? Open it read-only (`?mode=ro`) to read it",
+                        e,
+                    )
                 })?;
             if !mode.eq_ignore_ascii_case("wal") {
                 return Err(Error::UnusableStorageFile {
                     path: shown.clone(),
                     reason: format!("stays in journal mode `{mode}` instead of WAL"),
+                    source: None,
                 });
             }
             if kind != schema::FileKind::Empty && JOURNAL_MODES.contains(&before.as_str()) {

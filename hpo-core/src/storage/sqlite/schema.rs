@@ -42,6 +42,20 @@ fn unusable(path: &Path, reason: impl Into<String>) -> Error {
     Error::UnusableStorageFile {
         path: path.to_path_buf(),
         reason: reason.into(),
+        source: None,
+    }
+}
+
+/// [`unusable`], keeping what the operating system or SQLite said as the source.
+pub(crate) fn unusable_caused(
+    path: &Path,
+    reason: impl Into<String>,
+    source: impl std::error::Error + Send + Sync + 'static,
+) -> Error {
+    Error::UnusableStorageFile {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+        source: Some(Box::new(source)),
     }
 }
 
@@ -57,7 +71,7 @@ pub(crate) struct Header {
 pub(crate) fn check_header(path: &Path) -> Result<Option<Header>> {
     use std::io::Read;
     let mut f =
-        std::fs::File::open(path).map_err(|e| unusable(path, format!("cannot be opened: {e}")))?;
+        std::fs::File::open(path).map_err(|e| unusable_caused(path, "cannot be opened", e))?;
     let mut header = [0u8; 100];
     let mut n = 0;
     while n < header.len() {
@@ -65,7 +79,7 @@ pub(crate) fn check_header(path: &Path) -> Result<Option<Header>> {
             Ok(0) => break,
             Ok(k) => n += k,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(unusable(path, format!("cannot be read: {e}"))),
+            Err(e) => return Err(unusable_caused(path, "cannot be read", e)),
         }
     }
     if n == 0 {
@@ -98,15 +112,14 @@ pub(crate) fn read_error(path: &Path, busy_timeout: Duration, e: rusqlite::Error
         e.sqlite_error_code(),
         Some(rusqlite::ErrorCode::CannotOpen) | Some(rusqlite::ErrorCode::ReadOnly)
     ) {
-        return unusable(
+        return unusable_caused(
             path,
-            format!(
-                "cannot be opened for writing ({e}): is it on a read-only file system or in a \
-                 read-only directory? Open it read-only (`?mode=ro`) to read it"
-            ),
+            "cannot be opened for writing: is it on a read-only file system or in a \
+             read-only directory? Open it read-only (`?mode=ro`) to read it",
+            e,
         );
     }
-    unusable(path, format!("cannot be read as a SQLite database: {e}"))
+    unusable_caused(path, "cannot be read as a SQLite database", e)
 }
 
 /// Classifies an open database without writing to it.
@@ -184,17 +197,12 @@ pub(crate) fn inspect(conn: &Connection, path: &Path, busy_timeout: Duration) ->
             |r| r.get(0),
         )
         .optional()
-        .map_err(|e| {
-            unusable(
-                path,
-                format!("has no readable schema version in `version_info`: {e}"),
-            )
-        })?
+        .map_err(|e| unusable_caused(path, "has no readable schema version in `version_info`", e))?
         .flatten();
     let alembic: Option<String> = conn
         .query_row("SELECT version_num FROM alembic_version", [], |r| r.get(0))
         .optional()
-        .map_err(|e| unusable(path, format!("has no readable `alembic_version`: {e}")))?;
+        .map_err(|e| unusable_caused(path, "has no readable `alembic_version`", e))?;
     let found = format!(
         "schema version {} (alembic revision {})",
         version.map_or_else(|| "none".to_owned(), |v| v.to_string()),
