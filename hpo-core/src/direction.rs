@@ -54,6 +54,7 @@ impl FromStr for Direction {
             _ => Err(crate::Error::Parse {
                 what: "study direction".into(),
                 reason: format!("`{s}` is neither MINIMIZE nor MAXIMIZE"),
+                source: None,
             }),
         }
     }

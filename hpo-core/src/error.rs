@@ -56,6 +56,9 @@ pub enum Error {
         what: String,
         /// Why it failed.
         reason: String,
+        /// The parser's own error (JSON, TOML, dates), when there is one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     },
 
     /// No study has this id in the storage (it was deleted, or the id comes

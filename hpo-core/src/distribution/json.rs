@@ -148,9 +148,13 @@ impl Distribution {
         let err = |reason: String| Error::Parse {
             what: format!("distribution_json `{text}`"),
             reason,
+            source: None,
         };
-        let v: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| err(format!("not JSON: {e}")))?;
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| Error::Parse {
+            what: format!("distribution_json `{text}`"),
+            reason: "it is not JSON".into(),
+            source: Some(Box::new(e)),
+        })?;
         let name = v
             .get("name")
             .and_then(|n| n.as_str())

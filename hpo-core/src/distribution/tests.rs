@@ -250,3 +250,14 @@ fn snap_lands_on_valid_values() {
         assert!(f.contains(f.snap(x)), "{x} -> {}", f.snap(x));
     }
 }
+
+#[test]
+fn a_distribution_that_is_not_json_keeps_the_parsers_error_as_its_source() {
+    let err = Distribution::from_json("{not json").unwrap_err();
+    assert!(matches!(err, Error::Parse { .. }), "{err}");
+    let source = std::error::Error::source(&err).expect("serde_json's error is the source");
+    assert!(
+        !err.to_string().contains(&source.to_string()),
+        "the cause is not also flattened into the message: {err}"
+    );
+}

@@ -202,7 +202,8 @@ impl Workload {
     pub fn from_path(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::Parse {
             what: format!("workload file {}", path.display()),
-            reason: e.to_string(),
+            reason: "it cannot be read".into(),
+            source: Some(Box::new(e)),
         })?;
         let w = if path.extension().is_some_and(|e| e == "json") {
             Self::from_json_str(&text)?
@@ -216,7 +217,8 @@ impl Workload {
     pub fn from_toml_str(text: &str) -> Result<Self> {
         let w: Workload = toml::from_str(text).map_err(|e| Error::Parse {
             what: "TOML workload".into(),
-            reason: e.to_string(),
+            reason: "it is not valid TOML for a workload".into(),
+            source: Some(Box::new(e)),
         })?;
         w.validate()?;
         Ok(w)
@@ -226,7 +228,8 @@ impl Workload {
     pub fn from_json_str(text: &str) -> Result<Self> {
         let w: Workload = serde_json::from_str(text).map_err(|e| Error::Parse {
             what: "JSON workload".into(),
-            reason: e.to_string(),
+            reason: "it is not valid JSON for a workload".into(),
+            source: Some(Box::new(e)),
         })?;
         w.validate()?;
         Ok(w)

@@ -63,7 +63,10 @@ fn assignment() -> Result<Option<Assignment>> {
         .map(Some)
         .map_err(|e| Error::Parse {
             what: format!("the worker assignment in ${WORKER_ENV}"),
-            reason: format!("{e}; this variable is set by the executor's coordinator, not by hand"),
+            reason: "it is not the executor's JSON; this variable is set by the executor's \
+                     coordinator, not by hand"
+                .into(),
+            source: Some(Box::new(e)),
         })
 }
 

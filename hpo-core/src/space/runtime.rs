@@ -225,6 +225,7 @@ fn bad(ty: &str, name: &str, reason: String) -> Error {
     Error::Parse {
         what: format!("parameter `{name}` of `{ty}`"),
         reason,
+        source: None,
     }
 }
 

@@ -62,7 +62,8 @@ pub(crate) fn parse_datetime(s: &str) -> Result<DateTime<Utc>> {
         .map(|n| n.and_utc())
         .map_err(|e| Error::Parse {
             what: format!("datetime `{s}`"),
-            reason: e.to_string(),
+            reason: "it is not a date and time as hpo or Optuna store them".into(),
+            source: Some(Box::new(e)),
         })
 }
 
@@ -91,6 +92,7 @@ pub(crate) fn decode_float(value: Option<f64>, kind: &str) -> Result<f64> {
             reason: format!(
                 "value {v:?} with type `{k}` (expected FINITE, INF_POS, INF_NEG or NAN)"
             ),
+            source: None,
         }),
     }
 }
@@ -147,7 +149,8 @@ pub(crate) fn parse_json(what: &str, text: &str) -> Result<Value> {
         let cleaned = replace_non_finite_tokens(text);
         serde_json::from_str(&cleaned).map_err(|_| Error::Parse {
             what: what.to_owned(),
-            reason: format!("{first} in `{text}`"),
+            reason: format!("`{text}` is not JSON"),
+            source: Some(Box::new(first)),
         })
     })
 }

@@ -314,6 +314,7 @@ impl Trial {
 pub(crate) fn attr_json(key: &str, value: impl serde::Serialize) -> Result<Value> {
     serde_json::to_value(value).map_err(|e| Error::Parse {
         what: format!("attribute `{key}`"),
-        reason: e.to_string(),
+        reason: "its value cannot be stored as JSON".into(),
+        source: Some(Box::new(e)),
     })
 }

@@ -58,6 +58,7 @@ impl FromStr for TrialState {
                 return Err(crate::Error::Parse {
                     what: "trial state".into(),
                     reason: format!("unknown state `{other}`"),
+                    source: None,
                 })
             }
         })

@@ -110,6 +110,7 @@ pub(super) fn load<C: GenericClient>(
                 OpError::Hpo(Error::Parse {
                     what: format!("{what} of trial {}", t.number),
                     reason: format!("`{name}` is not an integer"),
+                    source: None,
                 })
             })
         };

@@ -616,6 +616,7 @@ impl PostgresStorage {
                     Error::Parse {
                         what: "a new trial's id or number".into(),
                         reason: format!("`{}` is not an integer", field(i)),
+                        source: None,
                     }
                     .into()
                 })

@@ -94,6 +94,7 @@ impl Inner {
                     return Err(Error::Parse {
                         what: format!("a stored value of trial {}", t.number),
                         reason: format!("expected a number, found {:?}", other.data_type()),
+                        source: None,
                     }
                     .into())
                 }
