@@ -300,12 +300,7 @@ impl Storage for InMemoryStorage {
         internal: f64,
         dist: &Distribution,
     ) -> Result<()> {
-        if !dist.contains(internal) {
-            return Err(Error::OutOfDistribution {
-                value: internal.to_string(),
-                distribution: dist.to_json(),
-            });
-        }
+        super::require_in_distribution(internal, dist)?;
         let mut g = self.inner.write()?;
         let t = g.running_mut(trial_id)?;
         t.internal_params.insert(name.to_owned(), internal);

@@ -71,6 +71,19 @@ pub(crate) fn require_finished(state: TrialState) -> Result<()> {
     }
 }
 
+/// Fails unless `internal` lies in `dist`, as [`Storage::set_trial_param`]
+/// requires; shared by every implementation.
+pub(crate) fn require_in_distribution(internal: f64, dist: &Distribution) -> Result<()> {
+    if dist.contains(internal) {
+        Ok(())
+    } else {
+        Err(crate::Error::OutOfDistribution {
+            value: internal.to_string(),
+            distribution: dist.to_json(),
+        })
+    }
+}
+
 /// A study as listed by a storage.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StudySummary {

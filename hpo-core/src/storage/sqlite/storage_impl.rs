@@ -304,12 +304,7 @@ impl Storage for SqliteStorage {
         internal: f64,
         dist: &Distribution,
     ) -> Result<()> {
-        if !dist.contains(internal) {
-            return Err(Error::OutOfDistribution {
-                value: internal.to_string(),
-                distribution: dist.to_json(),
-            });
-        }
+        crate::storage::require_in_distribution(internal, dist)?;
         let json = dist.to_json();
         self.op(|db| {
             db.counters.statement();
