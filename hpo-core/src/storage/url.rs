@@ -54,13 +54,7 @@ use std::time::Duration;
 /// # }
 /// ```
 pub fn storage_from_url(url: &str) -> Result<Arc<dyn Storage>> {
-    Ok(match parse(url)? {
-        Target::Memory => Arc::new(InMemoryStorage::new()),
-        Target::SqliteMemory => Arc::new(SqliteStorage::in_memory()?),
-        Target::SqliteFile { path, options } => Arc::new(SqliteStorage::open_with(path, options)?),
-        #[cfg(feature = "postgres")]
-        Target::Postgres => Arc::new(super::PostgresStorage::open(url)?),
-    })
+    open(url, false)
 }
 
 /// Opens the storage a URL names for reading only, whatever the URL says:
@@ -69,16 +63,27 @@ pub fn storage_from_url(url: &str) -> Result<Arc<dyn Storage>> {
 /// error rather than a new database). Everything that only reads (the `hpo`
 /// command's read-only subcommands) opens storages this way.
 pub fn storage_from_url_read_only(url: &str) -> Result<Arc<dyn Storage>> {
+    open(url, true)
+}
+
+/// Opens what `url` names; `read_only` forces read-only mode whatever the
+/// URL says (a URL's own `mode=ro` is kept either way).
+fn open(url: &str, read_only: bool) -> Result<Arc<dyn Storage>> {
     Ok(match parse(url)? {
         Target::Memory => Arc::new(InMemoryStorage::new()),
         Target::SqliteMemory => Arc::new(SqliteStorage::in_memory()?),
         Target::SqliteFile { path, options } => {
-            Arc::new(SqliteStorage::open_with(path, options.read_only(true))?)
+            let options = if read_only {
+                options.read_only(true)
+            } else {
+                options
+            };
+            Arc::new(SqliteStorage::open_with(path, options)?)
         }
         #[cfg(feature = "postgres")]
         Target::Postgres => Arc::new(super::PostgresStorage::open_with(
             url,
-            super::PostgresOptions::default().read_only(true),
+            super::PostgresOptions::default().read_only(read_only),
         )?),
     })
 }
