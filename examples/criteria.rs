@@ -582,45 +582,43 @@ fn main() -> anyhow::Result<()> {
             Some(Duration::from_secs(args.timeout())),
         ));
     match args.device.as_str() {
-        "cpu" => {
-            let device = Default::default();
-            let best = Mutex::new(None);
-            study.optimize_with(opts, |trial| {
-                objective::<hpo_burn::Cpu>(trial, &backbones, &args, &device, &best)
-            })?;
-            summary(
-                &study,
-                &args,
-                &backbones,
-                &test,
-                best.into_inner().ok().flatten(),
-                &device,
-            )?;
-        }
+        "cpu" => run::<hpo_burn::Cpu>(&study, opts, &backbones, &args, &test, Default::default()),
         #[cfg(feature = "cuda")]
         d if d.starts_with("cuda:") => {
             let index: usize = d[5..]
                 .parse()
                 .map_err(|e| anyhow::anyhow!("bad device {d:?}: {e}"))?;
             let device = hpo_burn::burn::backend::cuda::CudaDevice::new(index);
-            let best = Mutex::new(None);
-            study.optimize_with(opts, |trial| {
-                objective::<hpo_burn::Cuda>(trial, &backbones, &args, &device, &best)
-            })?;
-            summary(
-                &study,
-                &args,
-                &backbones,
-                &test,
-                best.into_inner().ok().flatten(),
-                &device,
-            )?;
+            run::<hpo_burn::Cuda>(&study, opts, &backbones, &args, &test, device)
         }
         d if d.starts_with("cuda:") => bail!("device {d}: rebuild with `--features cuda`"),
         d => bail!("unknown device {d:?}; expected cpu or cuda:N"),
     }
     // ANCHOR_END: study
-    Ok(())
+}
+
+/// Runs the study on backend `B` and prints the summary (the best trial
+/// scored on the test split).
+fn run<B: AutodiffBackend>(
+    study: &Study,
+    opts: Optimize,
+    backbones: &Backbones,
+    args: &Args,
+    test: &Dataset,
+    device: B::Device,
+) -> anyhow::Result<()> {
+    let best = Mutex::new(None);
+    study.optimize_with(opts, |trial| {
+        objective::<B>(trial, backbones, args, &device, &best)
+    })?;
+    summary(
+        study,
+        args,
+        backbones,
+        test,
+        best.into_inner().ok().flatten(),
+        &device,
+    )
 }
 
 // ANCHOR: summary
