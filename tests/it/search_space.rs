@@ -336,8 +336,8 @@ struct Reported {
     width: u32,
 }
 
-#[test]
-fn the_first_sample_reports_a_contradiction_once_naming_both_constraints() {
+/// What `tracing` logs while `f` runs.
+fn warnings(f: impl FnOnce()) -> String {
     use std::sync::{Arc, Mutex};
     #[derive(Clone, Default)]
     struct Log(Arc<Mutex<Vec<u8>>>);
@@ -356,7 +356,14 @@ fn the_first_sample_reports_a_contradiction_once_naming_both_constraints() {
         .with_writer(move || writer.clone())
         .with_ansi(false)
         .finish();
-    tracing::subscriber::with_default(subscriber, || {
+    tracing::subscriber::with_default(subscriber, f);
+    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    text
+}
+
+#[test]
+fn the_first_sample_reports_a_contradiction_once_naming_both_constraints() {
+    let text = warnings(|| {
         let study = random_study(3);
         for _ in 0..5 {
             let mut trial = study.ask().unwrap();
@@ -364,7 +371,6 @@ fn the_first_sample_reports_a_contradiction_once_naming_both_constraints() {
             study.tell(trial, outcome).unwrap();
         }
     });
-    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
     assert_eq!(
         text.matches("search space `Reported`").count(),
         1,
@@ -813,6 +819,47 @@ fn the_reported_float_region_is_exactly_where_trials_are_infeasible() {
         }
     }
     assert!(infeasible > 10 && complete > 100, "{infeasible} {complete}");
+}
+
+/// As `FloatOverlap`, sampled by one test only (the report is once per
+/// process).
+#[hpo::search_space]
+#[constraint(if lr > 1e-3 { warmup >= 0.2 })]
+#[constraint(if lr > 1e-2 { warmup <= 0.1 })]
+#[derive(Debug)]
+struct FloatReported {
+    #[param(float(1e-5..=1e-1, log))]
+    lr: f64,
+    #[param(float(0.0..=0.5))]
+    warmup: f64,
+}
+
+#[test]
+fn the_first_sample_reports_a_float_contradiction_once_before_any_trial_meets_it() {
+    let study = random_study(12);
+    let text = warnings(|| {
+        for _ in 0..20 {
+            let mut trial = study.ask().unwrap();
+            let outcome = FloatReported::sample(&mut trial).map(|_| 0.0);
+            study.tell(trial, outcome).unwrap();
+        }
+    });
+    assert_eq!(
+        text.matches("search space `FloatReported`").count(),
+        1,
+        "reported once: {text}"
+    );
+    assert!(
+        text.contains("if lr > 1e-3 { warmup >= 0.2 }")
+            && text.contains("if lr > 1e-2 { warmup <= 0.1 }"),
+        "{text}"
+    );
+    // The warning came before the first trial ended, and trials that met
+    // both conditions came after it.
+    let report = text.find("search space `FloatReported`").unwrap();
+    let first_trial = text.find("trial 0 ").unwrap();
+    assert!(report < first_trial, "{text}");
+    assert!(text.contains("failed (infeasible)"), "{text}");
 }
 
 #[test]

@@ -118,7 +118,10 @@ impl Interval {
 
     /// Whether no real lies in the interval (a NaN end makes it empty).
     pub fn is_empty(&self) -> bool {
-        !(self.low < self.high || (self.low == self.high && !self.low_open && !self.high_open))
+        // Written as what a non-empty interval is, so a NaN end is empty.
+        let closed_point = self.low == self.high && !self.low_open && !self.high_open;
+        let has_values = self.low < self.high || closed_point;
+        !has_values
     }
 
     /// A value that `dist` contains inside this interval, near its middle;
