@@ -675,6 +675,35 @@ struct ActiveOverlap {
     width: u32,
 }
 
+/// `||` and `!=`: the conditions overlap above 5e-2 (`OrOverlap`), and not
+/// at all when the second needs `lr <= 1e-2` and `momentum >= 0.5`
+/// (`OrDisjoint`).
+#[hpo::search_space]
+#[constraint(if lr > 5e-2 || momentum < 0.1 { warmup >= 0.2 })]
+#[constraint(if lr != 1e-3 && lr >= 3e-2 { warmup <= 0.1 })]
+#[derive(Debug)]
+struct OrOverlap {
+    #[param(float(1e-5..=1e-1, log))]
+    lr: f64,
+    #[param(float(0.0..=0.99))]
+    momentum: f64,
+    #[param(float(0.0..=0.5))]
+    warmup: f64,
+}
+
+#[hpo::search_space]
+#[constraint(if lr > 5e-2 || momentum < 0.1 { warmup >= 0.2 })]
+#[constraint(if !(lr > 1e-2 || momentum < 0.5) { warmup <= 0.1 })]
+#[derive(Debug)]
+struct OrDisjoint {
+    #[param(float(1e-5..=1e-1, log))]
+    lr: f64,
+    #[param(float(0.0..=0.99))]
+    momentum: f64,
+    #[param(float(0.0..=0.5))]
+    warmup: f64,
+}
+
 /// Arithmetic on a float is not decided at start-up: nothing is reported
 /// there, and a trial that meets both conditions is infeasible, naming both.
 #[hpo::search_space]
@@ -728,6 +757,12 @@ fn float_conditions_that_overlap_are_found_at_start_up_naming_both() {
         "`width`",
     );
     the_contradiction(
+        &OrOverlap::describe(),
+        "if lr > 5e-2 || momentum < 0.1",
+        "if lr != 1e-3 && lr >= 3e-2",
+        "`warmup`",
+    );
+    the_contradiction(
         &FloatGap::describe(),
         "steps > 50_000.0",
         "steps < 50_001.0",
@@ -765,6 +800,7 @@ fn float_conditions_that_cannot_hold_together_are_not_reported() {
         RuledOutByANarrowing::describe(),
         MixedWithBools::describe(),
         ActiveDisjoint::describe(),
+        OrDisjoint::describe(),
     ] {
         assert!(d.problems.is_empty(), "{}: {:?}", d.name, d.problems);
     }
