@@ -184,7 +184,7 @@ pub fn choices_decl(f: &Field) -> TokenStream {
     }
 }
 
-fn float_dist(p: &TokenStream, spec: &crate::attr::RangeSpec) -> TokenStream {
+pub fn float_dist(p: &TokenStream, spec: &crate::attr::RangeSpec) -> TokenStream {
     let (lo, hi) = (float_lit(spec.low.float), float_lit(spec.high.float));
     let log = spec.log.is_some();
     let step = match &spec.step {
@@ -197,7 +197,7 @@ fn float_dist(p: &TokenStream, spec: &crate::attr::RangeSpec) -> TokenStream {
     quote!(#p::runtime::float_dist(#lo, #hi, #log, #step))
 }
 
-fn int_dist(p: &TokenStream, spec: &crate::attr::RangeSpec) -> TokenStream {
+pub fn int_dist(p: &TokenStream, spec: &crate::attr::RangeSpec) -> TokenStream {
     let lo = int_lit(spec.low.int.unwrap_or_default());
     let hi = int_lit(spec.high.int.unwrap_or_default());
     let log = spec.log.is_some();

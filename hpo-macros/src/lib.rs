@@ -18,7 +18,9 @@
 //! * `valid.rs` holds only the rules between fields (conditions read earlier
 //!   fields; narrowings can hold);
 //! * `expand.rs` generates the impl, and `startup.rs` the start-up search
-//!   for contradictions that depend on the user's condition code;
+//!   for contradictions that depend on the user's condition code (with
+//!   `bounds.rs`, which reads what conditions say about float and wide
+//!   integer fields as bounds);
 //!   `fallback.rs` is what is emitted beside the errors, so the user sees our
 //!   errors and not a cascade.
 //!
@@ -29,6 +31,7 @@
 
 mod ast;
 mod attr;
+mod bounds;
 mod choice;
 mod ctxt;
 mod expand;
@@ -179,7 +182,7 @@ mod tests {
             out.matches(":: hpo ::").count(),
             "{out}"
         );
-        // Compatible narrowings need no search; a float condition cannot be searched.
+        // Compatible narrowings need no search.
         let compatible = quote! {
             #[constraint(if small { width <= 64 })]
             #[constraint(if tight { width >= 32 })]
@@ -191,16 +194,27 @@ mod tests {
         };
         let out = expand_search_space(quote!(), compatible).to_string();
         assert!(!out.contains("__hpo_search"), "{out}");
-        let float = quote! {
-            #[constraint(if lr > 0.01 { width <= 64 })]
-            #[constraint(if tight { width >= 128 })]
-            struct S {
-                #[param(float(0.001..=0.1))] lr: f64,
-                #[param(bool)] tight: bool,
-                #[param(int(8..=256))] width: u32,
+        // A float compared with a literal is bounded by a region; arithmetic
+        // on it is not decided, so that pair is left to run time.
+        let float = |cond: proc_macro2::TokenStream| {
+            quote! {
+                #[constraint(if #cond { width <= 64 })]
+                #[constraint(if tight { width >= 128 })]
+                struct S {
+                    #[param(float(0.001..=0.1))] lr: f64,
+                    #[param(bool)] tight: bool,
+                    #[param(int(8..=256))] width: u32,
+                }
             }
         };
-        let out = expand_search_space(quote!(), float).to_string();
+        let out = expand_search_space(quote!(), float(quote!(lr > 0.01))).to_string();
+        assert!(!out.contains("compile_error"), "{out}");
+        assert_eq!(out.matches("'__hpo_search :").count(), 1, "{out}");
+        assert!(
+            out.contains("runtime :: Region :: new") && out.contains("Bound :: Gt (0.01f64)"),
+            "{out}"
+        );
+        let out = expand_search_space(quote!(), float(quote!(lr * 2.0 > 0.01))).to_string();
         assert!(
             !out.contains("compile_error") && !out.contains("__hpo_search"),
             "{out}"

@@ -10,21 +10,36 @@
 //! another constraint rules out. A reachable combination where both hold is
 //! recorded as a problem of the description naming both constraints.
 //!
-//! Only fields with few values can be enumerated (bools, choices, enums,
-//! small integer ranges, fixed fields); when a condition reads a float or a
-//! large range, the pair is left to run time, where the Infeasible trial's
-//! message names both constraints as well.
+//! Fields with few values are enumerated (bools, choices, enums, integer
+//! ranges of up to 4,096 values, fixed fields). Float fields and wider
+//! integer ranges are bounded instead: `bounds.rs` reads what the two
+//! conditions, the constraints narrowing a field involved and the
+//! `active_if`s there say about them as alternatives of bounds, and
+//! hpo-core's `Region` turns those into one point per box that the bounds
+//! allow (`lr > 1e-2` and `lr > 1e-3` overlap above 1e-2; `lr < 1e-4` and
+//! `lr > 1e-3` not at all). Each point is bound like an enumerated value and
+//! checked by the same compiled conditions and narrowings, so a point found
+//! is a trial `sample` can reach: a report is never a false alarm. When a
+//! condition reads a float (or a wide range) in a form `bounds.rs` does not
+//! decide, or there are too many combinations, the pair is left to run time,
+//! where the Infeasible trial's message names both constraints as well.
 
 use crate::ast::{Field, Input, Kind};
 use crate::attr::{lit_value, Op, Rule};
-use crate::expand::{choices_decl, choices_var, default_value, float_lit, typed_lit, variants_fn};
+use crate::bounds::{dnf, is_range, rule_bounds, Cmp, Dnf};
+use crate::expand::{
+    choices_decl, choices_var, default_value, float_dist, float_lit, int_dist, typed_lit,
+    variants_fn,
+};
 use crate::ty::Prim;
 use crate::valid::{contradictions, read_fields, same_condition};
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{format_ident, quote};
 use std::collections::BTreeSet;
+use syn::ext::IdentExt;
 
-/// The most combinations one check may visit.
+/// The most combinations one check may visit (enumerated values times the
+/// boxes of bounded fields).
 const MAX_STATES: u128 = 100_000;
 /// The most values of an integer range that is enumerated.
 const MAX_INT_VALUES: u128 = 4_096;
@@ -44,7 +59,7 @@ pub fn checks(input: &Input, p: &TokenStream) -> TokenStream {
         ) else {
             continue;
         };
-        let Some(search) = search(input, p, &[&first.cond, &second.cond]) else {
+        let Some(search) = search(input, p, [c.first, c.second]) else {
             continue;
         };
         let msg = format!(
@@ -62,24 +77,46 @@ pub fn checks(input: &Input, p: &TokenStream) -> TokenStream {
     out
 }
 
-/// A block evaluating to `true` when some reachable combination makes every
-/// condition in `conds` hold; `None` when the fields involved cannot be
-/// enumerated.
-fn search(input: &Input, p: &TokenStream, conds: &[&syn::Expr]) -> Option<TokenStream> {
-    let fields = closure(input, conds);
+/// A block evaluating to `true` when some reachable combination makes the
+/// conditions of both constraints in `pair` hold; `None` when the fields
+/// involved cannot be enumerated nor bounded.
+fn search(input: &Input, p: &TokenStream, pair: [usize; 2]) -> Option<TokenStream> {
+    let conds = pair
+        .iter()
+        .map(|&c| input.constraints.get(c).map(|c| &c.cond))
+        .collect::<Option<Vec<&syn::Expr>>>()?;
+    let fields = closure(input, &conds);
     let mut states: u128 = 1;
     let mut loops: Vec<(TokenStream, TokenStream)> = Vec::new();
     let mut decls = TokenStream::new();
+    let mut ranges: Vec<usize> = Vec::new();
     for &i in &fields {
         let f = input.fields.get(i)?;
         let ident = f.ident;
-        let (domain, n) = domain(f, p)?;
+        let Some((domain, n)) = domain(f, p) else {
+            if !is_range(input, i) {
+                return None;
+            }
+            ranges.push(i);
+            continue;
+        };
         decls.extend(choices_decl(f));
         states = states.saturating_mul(n);
         if states > MAX_STATES {
             return None;
         }
         loops.push((quote!(#ident), domain));
+    }
+    let groups = if ranges.is_empty() {
+        Vec::new()
+    } else {
+        groups(input, &ranges, &fields, pair)?
+    };
+    let boxes = groups
+        .iter()
+        .fold(1u128, |n, g| n.saturating_mul(g.len() as u128));
+    if states.saturating_mul(boxes) > MAX_STATES {
+        return None;
     }
     // Combinations that `sample` could not produce are skipped.
     let mut checks = TokenStream::new();
@@ -100,7 +137,15 @@ fn search(input: &Input, p: &TokenStream, conds: &[&syn::Expr]) -> Option<TokenS
             .iter()
             .filter_map(|r| {
                 let (i, f) = input.field(&r.field)?;
-                in_set.contains(&i).then(|| holds(f, r))?
+                if !in_set.contains(&i) {
+                    return None;
+                }
+                if ranges.contains(&i) {
+                    // What the narrowing checks: the stored (internal) value.
+                    holds_internal(f, r)
+                } else {
+                    holds(f, r)
+                }
             })
             .collect();
         if rules.is_empty() {
@@ -134,6 +179,9 @@ fn search(input: &Input, p: &TokenStream, conds: &[&syn::Expr]) -> Option<TokenS
             }
         };
     }
+    if !ranges.is_empty() {
+        body = region_loop(input, p, &ranges, &groups, body)?;
+    }
     Some(quote! {
         '__hpo_search: {
             #decls
@@ -141,6 +189,152 @@ fn search(input: &Input, p: &TokenStream, conds: &[&syn::Expr]) -> Option<TokenS
             false
         }
     })
+}
+
+/// What must hold, over the range fields, for both conditions of `pair` to
+/// hold in a reachable trial: one group per condition, per constraint that
+/// narrows a field of `fields`, and per `active_if` there, each a list of
+/// alternatives (see hpo-core's `Region`). `None` when one of them is not
+/// decided (see `bounds.rs`).
+///
+/// A constraint holds where its rules hold or where its condition fails; an
+/// `active_if` holds or fails (its field is `Some` or `None`). Parts that
+/// read only enumerated fields add no bound: the search evaluates them on
+/// each combination, so every point a group allows is checked by the
+/// compiled conditions before it counts.
+fn groups(input: &Input, ranges: &[usize], fields: &[usize], pair: [usize; 2]) -> Option<Vec<Dnf>> {
+    let ranges: BTreeSet<usize> = ranges.iter().copied().collect();
+    let in_set: BTreeSet<usize> = fields.iter().copied().collect();
+    let mut out: Vec<Dnf> = Vec::new();
+    let mut push = |group: Dnf| {
+        if !group.iter().all(Vec::is_empty) || group.is_empty() {
+            out.push(group);
+        }
+    };
+    for &c in &pair {
+        push(dnf(input, &ranges, &input.constraints.get(c)?.cond, true)?);
+    }
+    for (ci, c) in input.constraints.iter().enumerate() {
+        let mut narrows = false;
+        let mut rules_hold = Vec::new();
+        for r in &c.rules {
+            let Some((i, _)) = input.field(&r.field) else {
+                continue;
+            };
+            if !in_set.contains(&i) {
+                continue;
+            }
+            narrows = true;
+            // A value that reads a range field (`x <= max_x`) ties two
+            // fields together, which boxes cannot say.
+            if r.values
+                .iter()
+                .any(|v| read_fields(input, v).iter().any(|j| ranges.contains(j)))
+            {
+                return None;
+            }
+            if ranges.contains(&i) {
+                rules_hold.extend(rule_bounds(input, r)?);
+            }
+        }
+        if !narrows {
+            continue;
+        }
+        let mut group = vec![rules_hold];
+        if !pair.contains(&ci) {
+            group.extend(dnf(input, &ranges, &c.cond, false)?);
+        }
+        push(group);
+    }
+    for &i in fields {
+        let Some(f) = input.fields.get(i) else {
+            continue;
+        };
+        if let (true, Some(cond)) = (f.optional, &f.active_if) {
+            let mut group = dnf(input, &ranges, &cond.value, true)?;
+            group.extend(dnf(input, &ranges, &cond.value, false)?);
+            push(group);
+        }
+    }
+    Some(out)
+}
+
+/// `body` run once for each point of the region the groups describe, with
+/// the range fields bound to the point's values.
+fn region_loop(
+    input: &Input,
+    p: &TokenStream,
+    ranges: &[usize],
+    groups: &[Dnf],
+    body: TokenStream,
+) -> Option<TokenStream> {
+    let slot = |field: usize| ranges.iter().position(|&r| r == field);
+    let mut dists = Vec::new();
+    let mut binds = TokenStream::new();
+    for (k, &i) in ranges.iter().enumerate() {
+        let f = input.fields.get(i)?;
+        let ident = f.ident;
+        let inner = f.inner;
+        let x = internal_var(f);
+        binds.extend(quote! {
+            let #p::Option::Some(#x) = __hpo_point.get(#k).copied() else {
+                continue;
+            };
+        });
+        match f.kind.as_ref()? {
+            Kind::Float(spec) => {
+                let d = float_dist(p, spec);
+                dists.push(quote!(#p::runtime::any(#d)));
+                binds.extend(quote! {
+                    let #ident: #inner = <#inner as #p::runtime::FloatValue>::from_f64(#x);
+                });
+            }
+            Kind::Int(spec) => {
+                let d = int_dist(p, spec);
+                dists.push(quote!(#p::runtime::any(#d)));
+                binds.extend(quote! {
+                    let #p::Option::Some(#ident) = #p::runtime::int_at::<#inner>(#x) else {
+                        continue;
+                    };
+                });
+            }
+            _ => return None,
+        }
+        binds.extend(quote!(let _ = (&#ident, &#x);));
+    }
+    let mut region = quote!(#p::runtime::Region::new(#p::Vec::from([#(#dists),*])));
+    for group in groups {
+        let mut alternatives = Vec::new();
+        for alt in group {
+            let mut bounds = Vec::new();
+            for b in alt {
+                let k = slot(b.field)?;
+                let v = float_lit(b.value);
+                let op = match b.cmp {
+                    Cmp::Lt => quote!(Lt),
+                    Cmp::Le => quote!(Le),
+                    Cmp::Gt => quote!(Gt),
+                    Cmp::Ge => quote!(Ge),
+                    Cmp::Eq => quote!(Eq),
+                };
+                bounds.push(quote!((#k, #p::runtime::Bound::#op(#v))));
+            }
+            alternatives.push(quote!(&[#(#bounds),*]));
+        }
+        region = quote!(#region.any_of(&[#(#alternatives),*]));
+    }
+    Some(quote! {
+        let __hpo_region = #region;
+        for __hpo_point in __hpo_region.points() {
+            #binds
+            #body
+        }
+    })
+}
+
+/// The local holding a range field's stored (internal) value in the search.
+fn internal_var(f: &Field) -> syn::Ident {
+    format_ident!("__hpo_x_{}", f.ident.unraw())
 }
 
 /// The fields whose values decide whether `conds` can hold together: those
@@ -234,6 +428,20 @@ fn domain(f: &Field, p: &TokenStream) -> Option<(TokenStream, u128)> {
     } else {
         Some((values, n))
     }
+}
+
+/// Whether the stored value of range field `f` in the search satisfies
+/// `rule`, as the narrowing's support checks it (`groups` has made sure the
+/// value is a number literal).
+fn holds_internal(f: &Field, rule: &Rule) -> Option<TokenStream> {
+    let x = internal_var(f);
+    let v = float_lit(lit_value(rule.values.first()?)?.as_f64()?);
+    Some(match rule.op.value {
+        Op::Le => quote!((#x <= #v)),
+        Op::Ge => quote!((#x >= #v)),
+        Op::Eq => quote!((#x == #v)),
+        Op::In => return None,
+    })
 }
 
 /// Whether the bound value of `f` satisfies `rule` (an inactive optional

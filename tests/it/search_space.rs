@@ -336,8 +336,8 @@ struct Reported {
     width: u32,
 }
 
-#[test]
-fn the_first_sample_reports_a_contradiction_once_naming_both_constraints() {
+/// What `tracing` logs while `f` runs.
+fn warnings(f: impl FnOnce()) -> String {
     use std::sync::{Arc, Mutex};
     #[derive(Clone, Default)]
     struct Log(Arc<Mutex<Vec<u8>>>);
@@ -356,7 +356,14 @@ fn the_first_sample_reports_a_contradiction_once_naming_both_constraints() {
         .with_writer(move || writer.clone())
         .with_ansi(false)
         .finish();
-    tracing::subscriber::with_default(subscriber, || {
+    tracing::subscriber::with_default(subscriber, f);
+    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    text
+}
+
+#[test]
+fn the_first_sample_reports_a_contradiction_once_naming_both_constraints() {
+    let text = warnings(|| {
         let study = random_study(3);
         for _ in 0..5 {
             let mut trial = study.ask().unwrap();
@@ -364,7 +371,6 @@ fn the_first_sample_reports_a_contradiction_once_naming_both_constraints() {
             study.tell(trial, outcome).unwrap();
         }
     });
-    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
     assert_eq!(
         text.matches("search space `Reported`").count(),
         1,
@@ -471,6 +477,452 @@ fn constraints_that_cannot_apply_together_are_not_reported() {
         }
     }
     assert!(infeasible > 0 && complete > 200, "{infeasible} {complete}");
+}
+
+// Conditions over floats and wide integer ranges: found at start-up by
+// reasoning over the bounds the conditions state.
+
+/// `lr > 1e-3` and `lr > 1e-2` hold together above 1e-2, where `warmup`
+/// has no value (the example of issue 10).
+#[hpo::search_space]
+#[constraint(if lr > 1e-3 { warmup >= 0.2 })]
+#[constraint(if lr > 1e-2 { warmup <= 0.1 })]
+#[derive(Debug)]
+struct FloatOverlap {
+    #[param(float(1e-5..=1e-1, log))]
+    lr: f64,
+    #[param(float(0.0..=0.5))]
+    warmup: f64,
+}
+
+/// As `FloatOverlap`, but `lr > 1e-3` and `lr < 1e-4` never hold together.
+#[hpo::search_space]
+#[constraint(if lr > 1e-3 { warmup >= 0.2 })]
+#[constraint(if lr < 1e-4 { warmup <= 0.1 })]
+#[derive(Debug)]
+struct FloatDisjoint {
+    #[param(float(1e-5..=1e-1, log))]
+    lr: f64,
+    #[param(float(0.0..=0.5))]
+    warmup: f64,
+}
+
+/// Both within one condition (`lr` between two bounds) and across two: the
+/// conditions meet only at `lr == 1e-2`, which both include.
+#[hpo::search_space]
+#[constraint(if lr > 1e-3 && lr <= 1e-2 { warmup >= 0.2 })]
+#[constraint(if lr >= 1e-2 { warmup <= 0.1 })]
+#[derive(Debug)]
+struct TouchingBounds {
+    #[param(float(1e-5..=1e-1, log))]
+    lr: f64,
+    #[param(float(0.0..=0.5))]
+    warmup: f64,
+}
+
+/// As `TouchingBounds` with one bound strict: no value of `lr` meets both.
+#[hpo::search_space]
+#[constraint(if lr > 1e-3 && lr < 1e-2 { warmup >= 0.2 })]
+#[constraint(if lr >= 1e-2 { warmup <= 0.1 })]
+#[derive(Debug)]
+struct StrictBounds {
+    #[param(float(1e-5..=1e-1, log))]
+    lr: f64,
+    #[param(float(0.0..=0.5))]
+    warmup: f64,
+}
+
+/// The declared range's closed end counts: `lr >= 1e-1` holds at 1e-1.
+#[hpo::search_space]
+#[constraint(if lr >= 1e-1 { warmup >= 0.2 })]
+#[constraint(if lr > 5e-2 { warmup <= 0.1 })]
+#[derive(Debug)]
+struct AtTheRangeEnd {
+    #[param(float(1e-5..=1e-1, log))]
+    lr: f64,
+    #[param(float(0.0..=0.5))]
+    warmup: f64,
+}
+
+/// ... and beyond it a condition never holds: `lr > 1e-1`.
+#[hpo::search_space]
+#[constraint(if lr > 1e-1 { warmup >= 0.2 })]
+#[constraint(if lr > 5e-2 { warmup <= 0.1 })]
+#[derive(Debug)]
+struct PastTheRangeEnd {
+    #[param(float(1e-5..=1e-1, log))]
+    lr: f64,
+    #[param(float(0.0..=0.5))]
+    warmup: f64,
+}
+
+/// A wide integer range (100,000 values, too many to enumerate):
+/// `steps > 50_000` and `steps >= 90_000` overlap.
+#[hpo::search_space]
+#[constraint(if steps > 50_000 { batch <= 16 })]
+#[constraint(if steps >= 90_000 { batch >= 32 })]
+#[derive(Debug)]
+struct WideInt {
+    #[param(int(1..=100_000))]
+    steps: u32,
+    #[param(choice(8, 16, 32, 64))]
+    batch: u32,
+}
+
+/// No integer is above 50,000 and below 50,001 (a float would be).
+#[hpo::search_space]
+#[constraint(if steps > 50_000 { batch <= 16 })]
+#[constraint(if steps < 50_001 { batch >= 32 })]
+#[derive(Debug)]
+struct IntegerGap {
+    #[param(int(1..=100_000))]
+    steps: u32,
+    #[param(choice(8, 16, 32, 64))]
+    batch: u32,
+}
+
+#[hpo::search_space]
+#[constraint(if steps > 50_000.0 { batch <= 16 })]
+#[constraint(if steps < 50_001.0 { batch >= 32 })]
+#[derive(Debug)]
+struct FloatGap {
+    #[param(float(1.0..=100_000.0))]
+    steps: f64,
+    #[param(choice(8, 16, 32, 64))]
+    batch: u32,
+}
+
+/// On a stepped float only grid values count: none lies in (0.3, 0.45),
+/// 0.5 lies in (0.3, 0.55).
+#[hpo::search_space]
+#[constraint(if ratio > 0.3 { width <= 64 })]
+#[constraint(if ratio < 0.45 { width >= 128 })]
+#[derive(Debug)]
+struct OffGrid {
+    #[param(float(0.0..=1.0, step = 0.25))]
+    ratio: f64,
+    #[param(int(8..=256))]
+    width: u32,
+}
+
+#[hpo::search_space]
+#[constraint(if ratio > 0.3 { width <= 64 })]
+#[constraint(if ratio < 0.55 { width >= 128 })]
+#[derive(Debug)]
+struct OnGrid {
+    #[param(float(0.0..=1.0, step = 0.25))]
+    ratio: f64,
+    #[param(int(8..=256))]
+    width: u32,
+}
+
+/// The conditions overlap on their own, but a third constraint narrows
+/// `momentum` whenever `lr > 1e-2`, so `momentum > 0.9` cannot then hold.
+#[hpo::search_space]
+#[constraint(if lr > 1e-2 { warmup <= 0.1, momentum <= 0.5 })]
+#[constraint(if momentum > 0.9 { warmup >= 0.2 })]
+#[derive(Debug)]
+struct RuledOutByANarrowing {
+    #[param(float(1e-5..=1e-1, log))]
+    lr: f64,
+    #[param(float(0.0..=0.99))]
+    momentum: f32,
+    #[param(float(0.0..=0.5))]
+    warmup: f64,
+}
+
+/// Bools and floats in one condition: `small` and `!small` never hold
+/// together, whatever `lr` is; `||` splits into alternatives.
+#[hpo::search_space]
+#[constraint(if small && lr > 1e-3 { warmup >= 0.2 })]
+#[constraint(if !small && lr > 1e-2 { warmup <= 0.1 })]
+#[constraint(if !small || lr < 1e-4 { warmup <= 0.15 })]
+#[derive(Debug)]
+struct MixedWithBools {
+    #[param(bool)]
+    small: bool,
+    #[param(float(1e-5..=1e-1, log))]
+    lr: f64,
+    #[param(float(0.0..=0.5))]
+    warmup: f64,
+}
+
+/// `extra` exists only when `lr > 1e-2` (its `active_if`), which
+/// `lr < 1e-3` excludes; in `ActiveOverlap` it exists from 1e-4 on.
+#[hpo::search_space]
+#[constraint(if extra == Some(2) { width >= 200 })]
+#[constraint(if lr < 1e-3 { width <= 64 })]
+#[derive(Debug)]
+struct ActiveDisjoint {
+    #[param(float(1e-5..=1e-1, log))]
+    lr: f64,
+    #[param(choice(1, 2), active_if = lr > 1e-2)]
+    extra: Option<u8>,
+    #[param(int(8..=256))]
+    width: u32,
+}
+
+#[hpo::search_space]
+#[constraint(if extra == Some(2) { width >= 200 })]
+#[constraint(if lr < 1e-3 { width <= 64 })]
+#[derive(Debug)]
+struct ActiveOverlap {
+    #[param(float(1e-5..=1e-1, log))]
+    lr: f64,
+    #[param(choice(1, 2), active_if = lr > 1e-4)]
+    extra: Option<u8>,
+    #[param(int(8..=256))]
+    width: u32,
+}
+
+/// `||` and `!=`: the conditions overlap above 5e-2 (`OrOverlap`), and not
+/// at all when the second needs `lr <= 1e-2` and `momentum >= 0.5`
+/// (`OrDisjoint`).
+#[hpo::search_space]
+#[constraint(if lr > 5e-2 || momentum < 0.1 { warmup >= 0.2 })]
+#[constraint(if lr != 1e-3 && lr >= 3e-2 { warmup <= 0.1 })]
+#[derive(Debug)]
+struct OrOverlap {
+    #[param(float(1e-5..=1e-1, log))]
+    lr: f64,
+    #[param(float(0.0..=0.99))]
+    momentum: f64,
+    #[param(float(0.0..=0.5))]
+    warmup: f64,
+}
+
+#[hpo::search_space]
+#[constraint(if lr > 5e-2 || momentum < 0.1 { warmup >= 0.2 })]
+#[constraint(if !(lr > 1e-2 || momentum < 0.5) { warmup <= 0.1 })]
+#[derive(Debug)]
+struct OrDisjoint {
+    #[param(float(1e-5..=1e-1, log))]
+    lr: f64,
+    #[param(float(0.0..=0.99))]
+    momentum: f64,
+    #[param(float(0.0..=0.5))]
+    warmup: f64,
+}
+
+/// Arithmetic on a float is not decided at start-up: nothing is reported
+/// there, and a trial that meets both conditions is infeasible, naming both.
+#[hpo::search_space]
+#[constraint(if lr > 1e-3 { warmup >= 0.2 })]
+#[constraint(if lr * 10.0 > 1e-1 { warmup <= 0.1 })]
+#[derive(Debug)]
+struct Undecided {
+    #[param(float(1e-5..=1e-1, log))]
+    lr: f64,
+    #[param(float(0.0..=0.5))]
+    warmup: f64,
+}
+
+/// The one problem of `d`, which must name both constraints and the field.
+fn the_contradiction(d: &hpo::SpaceDescription, first: &str, second: &str, field: &str) {
+    assert_eq!(d.problems.len(), 1, "{}: {:?}", d.name, d.problems);
+    let problem = &d.problems[0];
+    assert!(
+        problem.contains(first) && problem.contains(second) && problem.contains(field),
+        "{problem}"
+    );
+}
+
+#[test]
+fn float_conditions_that_overlap_are_found_at_start_up_naming_both() {
+    the_contradiction(
+        &FloatOverlap::describe(),
+        "if lr > 1e-3 { warmup >= 0.2 }",
+        "if lr > 1e-2 { warmup <= 0.1 }",
+        "`warmup`",
+    );
+    let err = FloatOverlap::check().unwrap_err();
+    assert!(matches!(err, hpo::Error::InvalidConfig(_)), "{err:?}");
+    assert!(err.to_string().contains("`FloatOverlap`"), "{err}");
+    the_contradiction(
+        &TouchingBounds::describe(),
+        "if lr > 1e-3 && lr <= 1e-2 { warmup >= 0.2 }",
+        "if lr >= 1e-2 { warmup <= 0.1 }",
+        "`warmup`",
+    );
+    the_contradiction(
+        &AtTheRangeEnd::describe(),
+        "if lr >= 1e-1",
+        "if lr > 5e-2",
+        "`warmup`",
+    );
+    the_contradiction(
+        &OnGrid::describe(),
+        "ratio > 0.3",
+        "ratio < 0.55",
+        "`width`",
+    );
+    the_contradiction(
+        &OrOverlap::describe(),
+        "if lr > 5e-2 || momentum < 0.1",
+        "if lr != 1e-3 && lr >= 3e-2",
+        "`warmup`",
+    );
+    the_contradiction(
+        &FloatGap::describe(),
+        "steps > 50_000.0",
+        "steps < 50_001.0",
+        "`batch`",
+    );
+    the_contradiction(
+        &ActiveOverlap::describe(),
+        "if extra == Some(2) { width >= 200 }",
+        "if lr < 1e-3 { width <= 64 }",
+        "`width`",
+    );
+}
+
+#[test]
+fn wide_integer_conditions_that_overlap_are_found_at_start_up() {
+    the_contradiction(
+        &WideInt::describe(),
+        "if steps > 50_000 { batch <= 16 }",
+        "if steps >= 90_000 { batch >= 32 }",
+        "`batch`",
+    );
+    assert!(WideInt::check().is_err());
+    // No integer lies strictly between 50,000 and 50,001.
+    assert!(IntegerGap::describe().problems.is_empty());
+    IntegerGap::check().unwrap();
+}
+
+#[test]
+fn float_conditions_that_cannot_hold_together_are_not_reported() {
+    for d in [
+        FloatDisjoint::describe(),
+        StrictBounds::describe(),
+        PastTheRangeEnd::describe(),
+        OffGrid::describe(),
+        RuledOutByANarrowing::describe(),
+        MixedWithBools::describe(),
+        ActiveDisjoint::describe(),
+        OrDisjoint::describe(),
+    ] {
+        assert!(d.problems.is_empty(), "{}: {:?}", d.name, d.problems);
+    }
+    FloatDisjoint::check().unwrap();
+    RuledOutByANarrowing::check().unwrap();
+    // Sampling agrees: these spaces never end a trial infeasible.
+    for seed in [4, 5] {
+        let study = random_study(seed);
+        for _ in 0..100 {
+            let (c, trial): (FloatDisjoint, _) = sample_one(&study);
+            assert!(c.lr >= 1e-4 || c.warmup <= 0.1, "{c:?}");
+            study.tell(trial, 0.0).unwrap();
+            let (c, trial): (StrictBounds, _) = sample_one(&study);
+            assert!(c.lr < 1e-2 || c.warmup <= 0.1, "{c:?}");
+            study.tell(trial, 0.0).unwrap();
+        }
+    }
+    let study = random_study(6);
+    for _ in 0..200 {
+        let mut trial = study.ask().unwrap();
+        let c = RuledOutByANarrowing::sample(&mut trial).unwrap();
+        assert!(c.lr <= 1e-2 || c.momentum <= 0.5, "{c:?}");
+        study.tell(trial, 0.0).unwrap();
+    }
+}
+
+#[test]
+fn the_reported_float_region_is_exactly_where_trials_are_infeasible() {
+    let study = random_study(8);
+    let (mut infeasible, mut complete) = (0, 0);
+    for _ in 0..200 {
+        let mut trial = study.ask().unwrap();
+        match FloatOverlap::sample(&mut trial) {
+            Ok(c) => {
+                assert!(c.lr <= 1e-2, "{c:?}");
+                complete += 1;
+                study.tell(trial, 0.0).unwrap();
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(matches!(e, TrialError::Infeasible(_)), "{msg}");
+                assert!(
+                    msg.contains("if lr > 1e-3 { warmup >= 0.2 }")
+                        && msg.contains("if lr > 1e-2 { warmup <= 0.1 }"),
+                    "{msg}"
+                );
+                let lr = trial.params()["lr"].as_f64().unwrap();
+                assert!(lr > 1e-2, "{lr}");
+                infeasible += 1;
+                study.tell(trial, Err::<f64, _>(e)).unwrap();
+            }
+        }
+    }
+    assert!(infeasible > 10 && complete > 100, "{infeasible} {complete}");
+}
+
+/// As `FloatOverlap`, sampled by one test only (the report is once per
+/// process).
+#[hpo::search_space]
+#[constraint(if lr > 1e-3 { warmup >= 0.2 })]
+#[constraint(if lr > 1e-2 { warmup <= 0.1 })]
+#[derive(Debug)]
+struct FloatReported {
+    #[param(float(1e-5..=1e-1, log))]
+    lr: f64,
+    #[param(float(0.0..=0.5))]
+    warmup: f64,
+}
+
+#[test]
+fn the_first_sample_reports_a_float_contradiction_once_before_any_trial_meets_it() {
+    let study = random_study(12);
+    let text = warnings(|| {
+        for _ in 0..20 {
+            let mut trial = study.ask().unwrap();
+            let outcome = FloatReported::sample(&mut trial).map(|_| 0.0);
+            study.tell(trial, outcome).unwrap();
+        }
+    });
+    assert_eq!(
+        text.matches("search space `FloatReported`").count(),
+        1,
+        "reported once: {text}"
+    );
+    assert!(
+        text.contains("if lr > 1e-3 { warmup >= 0.2 }")
+            && text.contains("if lr > 1e-2 { warmup <= 0.1 }"),
+        "{text}"
+    );
+    // The warning came before the first trial ended, and trials that met
+    // both conditions came after it.
+    let report = text.find("search space `FloatReported`").unwrap();
+    let first_trial = text.find("trial 0 ").unwrap();
+    assert!(report < first_trial, "{text}");
+    assert!(text.contains("failed (infeasible)"), "{text}");
+}
+
+#[test]
+fn float_conditions_in_forms_not_decided_are_left_to_the_trial() {
+    assert!(Undecided::describe().problems.is_empty());
+    let study = random_study(9);
+    let mut infeasible = 0;
+    for _ in 0..200 {
+        let mut trial = study.ask().unwrap();
+        match Undecided::sample(&mut trial) {
+            Ok(c) => {
+                assert!(c.lr <= 1e-2, "{c:?}");
+                study.tell(trial, 0.0).unwrap();
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(
+                    msg.contains("if lr > 1e-3 { warmup >= 0.2 }")
+                        && msg.contains("if lr * 10.0 > 1e-1 { warmup <= 0.1 }"),
+                    "{msg}"
+                );
+                infeasible += 1;
+                study.tell(trial, Err::<f64, _>(e)).unwrap();
+            }
+        }
+    }
+    assert!(infeasible > 10, "{infeasible}");
 }
 
 /// A toy objective over the constrained space: the optimum is a heavy model

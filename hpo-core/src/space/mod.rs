@@ -25,7 +25,9 @@
 //! [`SearchSpace::check`], called once before the first trial, reports
 //! constraints that contradict each other whenever their conditions hold
 //! together (the macro makes the contradictions it can see compile errors,
-//! and generates a search for the rest, whose findings `describe` lists).
+//! and generates a search for the rest, whose findings `describe` lists;
+//! conditions over float fields and wide integer ranges are searched box by
+//! box, with the interval reasoning of `region.rs`).
 //!
 //! Enumerations become categorical parameters through [`ChoiceEnum`]
 //! (`#[derive(hpo::Choice)]`): their unit variants are the choices, stored by
@@ -34,6 +36,7 @@
 //! [`Support`]: crate::Support
 
 mod describe;
+mod region;
 #[doc(hidden)]
 pub mod runtime;
 

@@ -5,7 +5,8 @@
 //! to turn it back into a parameter value. Constraints accumulate in a
 //! [`Narrow`] per field, which becomes the [`Support`] handed to
 //! [`Trial::suggest_within`] and, when nothing is left, an Infeasible trial
-//! whose message names the constraints.
+//! whose message names the constraints. The start-up contradiction check
+//! proposes values for float and wide integer fields from a [`Region`].
 
 use crate::distribution::{
     CategoricalDistribution, Choice, Distribution, FloatDistribution, IntDistribution, ParamValue,
@@ -15,6 +16,8 @@ use crate::error::{Error, Result};
 use crate::study::Trial;
 use crate::trial::TrialError;
 use std::collections::BTreeMap;
+
+pub use super::region::{Bound, Region};
 
 /// The narrowing constraints place on one field in one trial.
 #[derive(Debug, Clone)]
@@ -422,6 +425,15 @@ pub fn any<D: Into<Distribution>>(d: Result<D>) -> Result<Distribution> {
     d.map(Into::into)
 }
 
+/// The integer field value of a start-up check's point (see [`Region`]):
+/// `None` when the internal value is not an integer that fits `T`.
+pub fn int_at<T: IntValue>(internal: f64) -> Option<T> {
+    if internal.fract() != 0.0 || !(i64::MIN as f64..i64::MAX as f64).contains(&internal) {
+        return None;
+    }
+    T::from_i64(internal as i64)
+}
+
 /// Reports a space's [`SpaceDescription::problems`](super::SpaceDescription)
 /// (constraints that contradict under conditions the macro could not rule out
 /// at compile time) once, when the first trial samples the space: as a
@@ -480,6 +492,15 @@ mod tests {
         assert_eq!(u64::MAX.to_i64(), i64::MAX);
         assert_eq!(i128::MIN.to_i64(), i64::MIN);
         assert_eq!(FloatValue::to_f64(&0.1f32), 0.1);
+    }
+
+    #[test]
+    fn a_points_integer_value_converts_only_when_it_fits() {
+        assert_eq!(int_at::<u8>(200.0), Some(200));
+        assert_eq!(int_at::<u8>(300.0), None);
+        assert_eq!(int_at::<i32>(2.5), None);
+        assert_eq!(int_at::<i64>(f64::NAN), None);
+        assert_eq!(int_at::<i64>(1e300), None);
     }
 
     #[test]
