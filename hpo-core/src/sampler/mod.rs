@@ -28,11 +28,14 @@
 //! proposes different configurations in processes that share a study.
 
 mod grid;
+mod qmc;
 mod random;
 mod stream;
 mod tpe;
+mod transform;
 
 pub use self::grid::GridSampler;
+pub use self::qmc::{QmcConfig, QmcKind, QmcSampler};
 pub(crate) use self::random::sample_uniform;
 pub use self::random::RandomSampler;
 pub use self::tpe::{TpeBandwidth, TpeConfig, TpeSampler, TpeWeights};

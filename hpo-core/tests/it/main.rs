@@ -19,6 +19,7 @@ mod postgres_server;
 mod postgres_storage;
 mod pruner_fixtures;
 mod pruning_study;
+mod qmc;
 mod sampler_conformance;
 mod sampler_streams;
 mod sqlite_bad_input;

@@ -4,8 +4,8 @@
 
 use hpo_core::{
     CategoricalDistribution, Direction, FloatDistribution, GridSampler, IntDistribution,
-    ParamValue, RandomSampler, Sampler, Study, Support, TpeConfig, TpeSampler, TrialError,
-    TrialState,
+    ParamValue, QmcConfig, QmcKind, QmcSampler, RandomSampler, Sampler, Study, Support, TpeConfig,
+    TpeSampler, TrialError, TrialState,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -210,6 +210,21 @@ fn tpe_sampler_conforms_in_every_mode() {
                     })
                     .unwrap(),
                 )
+            },
+            GENERAL,
+        );
+    }
+}
+
+#[test]
+fn qmc_sampler_conforms() {
+    for kind in [QmcKind::Sobol, QmcKind::Halton] {
+        conformance(
+            move |s| {
+                Box::new(QmcSampler::with_config(QmcConfig {
+                    kind,
+                    ..QmcConfig::seeded(s)
+                }))
             },
             GENERAL,
         );
