@@ -27,6 +27,7 @@
 //! history, never repeats itself when a study is resumed in a new process, and
 //! proposes different configurations in processes that share a study.
 
+mod cmaes;
 mod grid;
 mod qmc;
 mod random;
@@ -34,6 +35,7 @@ mod stream;
 mod tpe;
 mod transform;
 
+pub use self::cmaes::{CmaEsConfig, CmaEsSampler};
 pub use self::grid::GridSampler;
 pub use self::qmc::{QmcConfig, QmcKind, QmcSampler};
 pub(crate) use self::random::sample_uniform;

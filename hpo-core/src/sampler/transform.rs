@@ -55,6 +55,16 @@ pub(crate) fn untransform(dist: &Distribution, t: f64) -> f64 {
     }
 }
 
+/// The coordinate of internal value `x` (a categorical's index at the centre of its unit).
+pub(crate) fn transform(dist: &Distribution, x: f64) -> f64 {
+    match dist {
+        Distribution::Float(d) if d.is_log() && d.step().is_none() => x.ln(),
+        Distribution::Int(d) if d.is_log() => x.ln(),
+        Distribution::Categorical(_) => x + 0.5,
+        _ => x,
+    }
+}
+
 /// The internal value at fraction `u` in `[0, 1)` of `dist`'s box.
 pub(crate) fn from_unit(dist: &Distribution, u: f64) -> f64 {
     let (lo, hi) = bounds(dist);
@@ -86,6 +96,10 @@ mod tests {
             for i in 0..1000 {
                 let x = from_unit(&d, i as f64 / 1000.0);
                 assert!(d.contains(x), "{x} not in {d}");
+                let (lo, hi) = bounds(&d);
+                let t = transform(&d, x);
+                assert!(lo <= t && t <= hi, "{t} outside [{lo}, {hi}] for {d}");
+                assert_eq!(untransform(&d, t), x, "{d}: {x} does not round-trip");
             }
         }
     }

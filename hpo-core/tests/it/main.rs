@@ -5,6 +5,7 @@
 // only the test functions themselves).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod cmaes;
 mod crash_points;
 mod executor;
 mod grid_sampler;

@@ -3,9 +3,9 @@
 //! conditional search spaces and every distribution kind.
 
 use hpo_core::{
-    CategoricalDistribution, Direction, FloatDistribution, GridSampler, IntDistribution,
-    ParamValue, QmcConfig, QmcKind, QmcSampler, RandomSampler, Sampler, Study, Support, TpeConfig,
-    TpeSampler, TrialError, TrialState,
+    CategoricalDistribution, CmaEsConfig, CmaEsSampler, Direction, FloatDistribution, GridSampler,
+    IntDistribution, ParamValue, QmcConfig, QmcKind, QmcSampler, RandomSampler, Sampler, Study,
+    Support, TpeConfig, TpeSampler, TrialError, TrialState,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -205,6 +205,45 @@ fn tpe_sampler_conforms_in_every_mode() {
                 Box::new(
                     TpeSampler::with_config(TpeConfig {
                         n_startup_trials: 5,
+                        seed: Some(s),
+                        ..cfg.clone()
+                    })
+                    .unwrap(),
+                )
+            },
+            GENERAL,
+        );
+    }
+}
+
+#[test]
+fn cmaes_sampler_conforms_in_every_variant() {
+    let variants = [
+        CmaEsConfig::default(),
+        CmaEsConfig {
+            separable: true,
+            ..CmaEsConfig::default()
+        },
+        CmaEsConfig {
+            with_margin: true,
+            ..CmaEsConfig::default()
+        },
+        CmaEsConfig {
+            lr_adapt: true,
+            ..CmaEsConfig::default()
+        },
+        // A small population restarting at once: exercises IPOP restarts.
+        CmaEsConfig {
+            ipop: true,
+            popsize: Some(2),
+            ..CmaEsConfig::default()
+        },
+    ];
+    for cfg in variants {
+        conformance(
+            move |s| {
+                Box::new(
+                    CmaEsSampler::with_config(CmaEsConfig {
                         seed: Some(s),
                         ..cfg.clone()
                     })
