@@ -245,3 +245,72 @@ fn several_objectives_are_refused_with_a_clear_error() {
     let e = s.ask().unwrap_err().to_string();
     assert!(e.contains("CMA-ES optimises one objective"), "{e}");
 }
+
+#[test]
+fn a_warm_start_begins_near_the_source_studys_good_trials() {
+    let f = |t: &mut hpo_core::Trial| -> Result<f64, TrialError> {
+        Ok(xs(t, 3, -5.0, 5.0)?.iter().map(|x| (x - 3.0).powi(2)).sum())
+    };
+    // The source: 200 random trials of the same task.
+    let source = Study::builder()
+        .direction(Direction::Minimize)
+        .sampler(Arc::new(hpo_core::RandomSampler::seeded(1)))
+        .build()
+        .unwrap();
+    source.optimize(200, f).unwrap();
+    let trials: Vec<FrozenTrial> = source
+        .trials()
+        .unwrap()
+        .iter()
+        .map(|t| (**t).clone())
+        .collect();
+    // Mean distance to the optimum (3, 3, 3) of the first CMA-ES generation
+    // (trials 1..=7; trial 0 is the random start-up trial).
+    let first_generation = |sampler: CmaEsSampler| {
+        let s = Study::builder()
+            .direction(Direction::Minimize)
+            .sampler(Arc::new(sampler))
+            .build()
+            .unwrap();
+        s.optimize(8, f).unwrap();
+        let ts = s.trials().unwrap();
+        ts[1..8]
+            .iter()
+            .map(|t| {
+                (0..3)
+                    .map(|i| (t.internal_params[&format!("x{i}")] - 3.0).powi(2))
+                    .sum::<f64>()
+                    .sqrt()
+            })
+            .sum::<f64>()
+            / 7.0
+    };
+    for seed in 0..3 {
+        let cold = first_generation(CmaEsSampler::with_config(CmaEsConfig::seeded(seed)).unwrap());
+        let warm = first_generation(
+            CmaEsSampler::with_config(CmaEsConfig::seeded(seed))
+                .unwrap()
+                .with_source_trials(trials.clone())
+                .unwrap(),
+        );
+        // Cold: centred on the box's middle, 5.2 from the optimum; warm:
+        // around the source's best tenth (about 2 away for 200 random trials).
+        assert!(warm < cold / 2.0, "seed {seed}: warm {warm}, cold {cold}");
+    }
+    // Settings Optuna rejects with a warm start, and an unusable source.
+    let e = |r: hpo_core::Result<CmaEsSampler>| r.unwrap_err().to_string();
+    let sep = CmaEsSampler::with_config(CmaEsConfig {
+        separable: true,
+        ..CmaEsConfig::seeded(1)
+    })
+    .unwrap();
+    assert!(e(sep.with_source_trials(trials.clone())).contains("turn off `separable`"));
+    let sigma = CmaEsSampler::with_config(CmaEsConfig {
+        sigma0: Some(0.1),
+        ..CmaEsConfig::seeded(1)
+    })
+    .unwrap();
+    assert!(e(sigma.with_source_trials(trials.clone())).contains("leave `sigma0` unset"));
+    let plain = CmaEsSampler::with_config(CmaEsConfig::seeded(1)).unwrap();
+    assert!(e(plain.with_source_trials(Vec::new())).contains("no source trial"));
+}
