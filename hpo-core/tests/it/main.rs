@@ -22,6 +22,7 @@ mod pruner_fixtures;
 mod pruning_study;
 mod qmc;
 mod sampler_conformance;
+mod sampler_processes;
 mod sampler_streams;
 mod sqlite_bad_input;
 mod sqlite_optuna_reference;
