@@ -120,7 +120,7 @@ fn sampler_time(
         let view = StudyView::new("overhead", &dirs, &history);
         let t0 = thread_cpu_s();
         let rel = sampler.infer_relative_search_space(&view, &me);
-        let params = sampler.sample_relative(&view, &me, &rel)?;
+        let params = sampler.sample_relative(&view, &me, &rel)?.params;
         let dt = thread_cpu_s() - t0;
         if params.len() != space.len() {
             bail!(

@@ -78,7 +78,8 @@ pub use crate::pruner::{
     Resource, SuccessiveHalvingConfig, SuccessiveHalvingPruner, ThresholdConfig, ThresholdPruner,
 };
 pub use crate::sampler::{
-    GridSampler, RandomSampler, Sampler, TpeBandwidth, TpeConfig, TpeSampler, TpeWeights,
+    CmaEsConfig, CmaEsSampler, GridSampler, QmcConfig, QmcKind, QmcSampler, RandomSampler,
+    RelativeSample, Sampler, TpeBandwidth, TpeConfig, TpeSampler, TpeWeights,
 };
 pub use crate::space::{ChoiceEnum, ParamDescription, ParamKind, SearchSpace, SpaceDescription};
 pub use crate::storage::{InMemoryStorage, SqliteStorage, Storage, StudySummary};

@@ -9,6 +9,13 @@
 //! [`Sampler::sample_independent`] when the objective suggests it.
 //! [`Sampler::after_trial`] runs once the trial is stored as finished.
 //!
+//! A sampler keeps no state of its own that a new process would need: what it
+//! must remember between trials (CMA-ES's distribution and generation) it
+//! returns with the joint values in a [`RelativeSample`], and the trial writes
+//! it to the storage as system attributes before the objective runs, as
+//! Optuna's samplers do, so the next trial (in this process or another) reads
+//! it back from the history.
+//!
 //! Values are internal `f64`s (see [`crate::distribution`]). A returned value
 //! must lie in the declared distribution *and* in the narrowed [`Support`];
 //! the trial checks this and reports a sampler bug otherwise.
@@ -20,12 +27,17 @@
 //! history, never repeats itself when a study is resumed in a new process, and
 //! proposes different configurations in processes that share a study.
 
+mod cmaes;
 mod grid;
+mod qmc;
 mod random;
 mod stream;
 mod tpe;
+mod transform;
 
+pub use self::cmaes::{CmaEsConfig, CmaEsSampler};
 pub use self::grid::GridSampler;
+pub use self::qmc::{QmcConfig, QmcKind, QmcSampler};
 pub(crate) use self::random::sample_uniform;
 pub use self::random::RandomSampler;
 pub use self::tpe::{TpeBandwidth, TpeConfig, TpeSampler, TpeWeights};
@@ -34,8 +46,30 @@ use crate::distribution::{Distribution, Support};
 use crate::error::Result;
 use crate::trial::FrozenTrial;
 use crate::view::StudyView;
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// Joint values proposed for a trial, with bookkeeping to record on it.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[must_use]
+pub struct RelativeSample {
+    /// Internal values of some or all of the relative search space's
+    /// parameters; the others are sampled independently.
+    pub params: BTreeMap<String, f64>,
+    /// System attributes written on the trial before its objective runs, in
+    /// order (for example CMA-ES's `cma:generation`).
+    pub system_attrs: Vec<(String, Value)>,
+}
+
+impl From<BTreeMap<String, f64>> for RelativeSample {
+    fn from(params: BTreeMap<String, f64>) -> Self {
+        RelativeSample {
+            params,
+            system_attrs: Vec::new(),
+        }
+    }
+}
 
 /// Proposes parameter values from the history of a study.
 pub trait Sampler: Send + Sync {
@@ -48,14 +82,15 @@ pub trait Sampler: Send + Sync {
         BTreeMap::new()
     }
 
-    /// Joint values for `space`, as internal values (default: none).
+    /// Joint values for `space`, as internal values, and what to record on
+    /// the trial (default: nothing).
     fn sample_relative(
         &self,
         _study: &StudyView<'_>,
         _trial: &FrozenTrial,
         _space: &BTreeMap<String, Distribution>,
-    ) -> Result<BTreeMap<String, f64>> {
-        Ok(BTreeMap::new())
+    ) -> Result<RelativeSample> {
+        Ok(RelativeSample::default())
     }
 
     /// One value of `name` from `dist`, restricted to `support`.
@@ -85,7 +120,7 @@ impl<S: Sampler + ?Sized> Sampler for Arc<S> {
         study: &StudyView<'_>,
         trial: &FrozenTrial,
         space: &BTreeMap<String, Distribution>,
-    ) -> Result<BTreeMap<String, f64>> {
+    ) -> Result<RelativeSample> {
         (**self).sample_relative(study, trial, space)
     }
     fn sample_independent(

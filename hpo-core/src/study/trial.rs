@@ -55,9 +55,15 @@ impl Trial {
             .sampler
             .infer_relative_search_space(&view, &trial.frozen);
         if !trial.relative_space.is_empty() {
-            trial.relative_params =
+            let sample =
                 core.sampler
                     .sample_relative(&view, &trial.frozen, &trial.relative_space)?;
+            trial.relative_params = sample.params;
+            // The sampler's bookkeeping (CMA-ES's state), stored before the
+            // objective runs so that the next trial, in any process, sees it.
+            for (key, value) in sample.system_attrs {
+                trial.set_system_attr(&key, value)?;
+            }
         }
         Ok(trial)
     }

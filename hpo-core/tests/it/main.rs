@@ -5,6 +5,7 @@
 // only the test functions themselves).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod cmaes;
 mod crash_points;
 mod executor;
 mod grid_sampler;
@@ -19,7 +20,9 @@ mod postgres_server;
 mod postgres_storage;
 mod pruner_fixtures;
 mod pruning_study;
+mod qmc;
 mod sampler_conformance;
+mod sampler_processes;
 mod sampler_streams;
 mod sqlite_bad_input;
 mod sqlite_optuna_reference;

@@ -3,9 +3,9 @@
 //! conditional search spaces and every distribution kind.
 
 use hpo_core::{
-    CategoricalDistribution, Direction, FloatDistribution, GridSampler, IntDistribution,
-    ParamValue, RandomSampler, Sampler, Study, Support, TpeConfig, TpeSampler, TrialError,
-    TrialState,
+    CategoricalDistribution, CmaEsConfig, CmaEsSampler, Direction, FloatDistribution, GridSampler,
+    IntDistribution, ParamValue, QmcConfig, QmcKind, QmcSampler, RandomSampler, Sampler, Study,
+    Support, TpeConfig, TpeSampler, TrialError, TrialState,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -210,6 +210,60 @@ fn tpe_sampler_conforms_in_every_mode() {
                     })
                     .unwrap(),
                 )
+            },
+            GENERAL,
+        );
+    }
+}
+
+#[test]
+fn cmaes_sampler_conforms_in_every_variant() {
+    let variants = [
+        CmaEsConfig::default(),
+        CmaEsConfig {
+            separable: true,
+            ..CmaEsConfig::default()
+        },
+        CmaEsConfig {
+            with_margin: true,
+            ..CmaEsConfig::default()
+        },
+        CmaEsConfig {
+            lr_adapt: true,
+            ..CmaEsConfig::default()
+        },
+        // A small population restarting at once: exercises IPOP restarts.
+        CmaEsConfig {
+            ipop: true,
+            popsize: Some(2),
+            ..CmaEsConfig::default()
+        },
+    ];
+    for cfg in variants {
+        conformance(
+            move |s| {
+                Box::new(
+                    CmaEsSampler::with_config(CmaEsConfig {
+                        seed: Some(s),
+                        ..cfg.clone()
+                    })
+                    .unwrap(),
+                )
+            },
+            GENERAL,
+        );
+    }
+}
+
+#[test]
+fn qmc_sampler_conforms() {
+    for kind in [QmcKind::Sobol, QmcKind::Halton] {
+        conformance(
+            move |s| {
+                Box::new(QmcSampler::with_config(QmcConfig {
+                    kind,
+                    ..QmcConfig::seeded(s)
+                }))
             },
             GENERAL,
         );

@@ -5,7 +5,8 @@
 
 use hpo_core::storage::SqliteStorage;
 use hpo_core::{
-    Direction, RandomSampler, Sampler, Storage, Study, TpeConfig, TpeSampler, TrialError,
+    Direction, QmcConfig, QmcSampler, RandomSampler, Sampler, Storage, Study, TpeConfig,
+    TpeSampler, TrialError,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,6 +27,9 @@ type MakeSampler = fn(u64) -> Arc<dyn Sampler>;
 fn samplers() -> Vec<(&'static str, MakeSampler)> {
     vec![
         ("random", |s| Arc::new(RandomSampler::seeded(s))),
+        ("qmc", |s| {
+            Arc::new(QmcSampler::with_config(QmcConfig::seeded(s)))
+        }),
         ("tpe", |s| {
             Arc::new(
                 TpeSampler::with_config(TpeConfig {

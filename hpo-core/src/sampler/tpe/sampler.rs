@@ -8,7 +8,7 @@ use super::scratch;
 use crate::distribution::{Distribution, Support};
 use crate::error::Result;
 use crate::sampler::stream::{os_seed, trial_rng};
-use crate::sampler::{sample_uniform, Sampler};
+use crate::sampler::{sample_uniform, RelativeSample, Sampler};
 use crate::trial::{FrozenTrial, TrialState};
 use crate::view::StudyView;
 use rand_chacha::ChaCha8Rng;
@@ -414,15 +414,15 @@ impl Sampler for TpeSampler {
         study: &StudyView<'_>,
         trial: &FrozenTrial,
         space: &BTreeMap<String, Distribution>,
-    ) -> Result<BTreeMap<String, f64>> {
+    ) -> Result<RelativeSample> {
         if space.is_empty() {
-            return Ok(BTreeMap::new());
+            return Ok(RelativeSample::default());
         }
         let mut studies = self.studies.lock()?;
         let obs = studies.entry(study.name().to_owned()).or_default();
         let members = obs.sync(study);
         if members.len() < self.config.n_startup_trials {
-            return Ok(BTreeMap::new());
+            return Ok(RelativeSample::default());
         }
         let groups: Vec<Vec<&str>> = if self.config.group {
             obs.group()
@@ -452,7 +452,7 @@ impl Sampler for TpeSampler {
                 out.insert((*n).to_owned(), v);
             }
         }
-        Ok(out)
+        Ok(out.into())
     }
 
     fn sample_independent(

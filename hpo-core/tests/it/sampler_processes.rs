@@ -1,0 +1,115 @@
+//! QMC and CMA-ES resumed in a new process: two worker processes, one after
+//! the other, on one SQLite study file propose exactly what one uninterrupted
+//! study does. The worker is this test binary run again
+//! (`sampler_processes::worker`), configured through environment variables.
+
+use hpo_core::storage::SqliteStorage;
+use hpo_core::{
+    CmaEsConfig, CmaEsSampler, Direction, QmcConfig, QmcSampler, Sampler, Study, TrialError,
+};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+fn sampler(kind: &str) -> Arc<dyn Sampler> {
+    match kind {
+        "qmc" => Arc::new(QmcSampler::with_config(QmcConfig::seeded(21))),
+        "cmaes" => Arc::new(CmaEsSampler::with_config(CmaEsConfig::seeded(21)).unwrap()),
+        "cmawm" => Arc::new(
+            CmaEsSampler::with_config(CmaEsConfig {
+                with_margin: true,
+                ..CmaEsConfig::seeded(21)
+            })
+            .unwrap(),
+        ),
+        other => panic!("unknown sampler {other}"),
+    }
+}
+
+fn study(db: &Path, kind: &str) -> Study {
+    Study::builder()
+        .name("resume")
+        .storage(Arc::new(SqliteStorage::open(db).unwrap()))
+        .sampler(sampler(kind))
+        .direction(Direction::Minimize)
+        .load_if_exists(true)
+        .build()
+        .unwrap()
+}
+
+fn objective(t: &mut hpo_core::Trial) -> Result<f64, TrialError> {
+    let x = t.suggest_float("x", -3.0, 3.0)?;
+    let y = t.suggest_float_log("y", 1e-3, 10.0)?;
+    let k = t.suggest_int("k", 0, 12)?;
+    Ok((x - 1.0).powi(2) + y.ln().powi(2) + (k as f64 - 5.0).abs())
+}
+
+/// The worker: `HPO_RESUME_TRIALS` trials of sampler `HPO_RESUME_SAMPLER`
+/// on `HPO_RESUME_DB`.
+#[test]
+#[ignore = "run by the other tests as a separate process"]
+fn worker() {
+    let db = std::env::var("HPO_RESUME_DB").unwrap();
+    let kind = std::env::var("HPO_RESUME_SAMPLER").unwrap();
+    let trials: usize = std::env::var("HPO_RESUME_TRIALS").unwrap().parse().unwrap();
+    study(Path::new(&db), &kind)
+        .optimize(trials, objective)
+        .unwrap();
+}
+
+fn run_worker(db: &Path, kind: &str, trials: usize) {
+    let status = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "sampler_processes::worker",
+            "--exact",
+            "--ignored",
+            "--test-threads=1",
+        ])
+        .env("HPO_RESUME_DB", db)
+        .env("HPO_RESUME_SAMPLER", kind)
+        .env("HPO_RESUME_TRIALS", trials.to_string())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "worker for {kind} failed");
+}
+
+fn temp_db(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("hpo-sampler-proc-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("study.db")
+}
+
+fn params(study: &Study) -> Vec<Vec<(String, u64)>> {
+    study
+        .trials()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            t.internal_params
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_bits()))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn qmc_and_cmaes_resumed_in_new_processes_continue_the_search() {
+    for kind in ["qmc", "cmaes", "cmawm"] {
+        let db = temp_db(kind);
+        run_worker(&db, kind, 40);
+        run_worker(&db, kind, 40);
+        let resumed = study(&db, kind);
+        let whole_db = temp_db(&format!("{kind}-whole"));
+        let whole = study(&whole_db, kind);
+        whole.optimize(80, objective).unwrap();
+        let (r, w) = (params(&resumed), params(&whole));
+        assert_eq!(r.len(), 80, "{kind}");
+        assert_eq!(
+            r, w,
+            "{kind}: the second process did not continue the first's search"
+        );
+    }
+}
