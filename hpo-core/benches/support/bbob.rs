@@ -790,10 +790,12 @@ fn rosenbrock_factor(d: usize) -> f64 {
 
 // ---- the raw functions ----
 
+/// f1's core: the sum of squares.
 fn sphere(z: &[f64]) -> f64 {
     z.iter().map(|v| v * v).sum()
 }
 
+/// f2 and f10's core: `sum 10^(6 i / (d - 1)) z_i^2`.
 fn ellipsoid(z: &[f64]) -> f64 {
     let d = z.len();
     z.iter()
@@ -808,6 +810,7 @@ fn ellipsoid(z: &[f64]) -> f64 {
         .sum()
 }
 
+/// f3, f4 and f15's core: `10 (d - sum cos(2 pi z_i)) + sum z_i^2`.
 fn rastrigin(z: &[f64]) -> f64 {
     let cos: f64 = z.iter().map(|v| (2.0 * PI * v).cos()).sum();
     let sq: f64 = z.iter().map(|v| v * v).sum();
@@ -833,6 +836,7 @@ fn linear_slope(x: &[f64], x_opt: &[f64]) -> f64 {
         .sum()
 }
 
+/// f8 and f9's core: Rosenbrock's banana, optimum at all ones.
 fn rosenbrock(z: &[f64]) -> f64 {
     let (mut s1, mut s2) = (0.0, 0.0);
     for w in z.windows(2) {
@@ -844,6 +848,7 @@ fn rosenbrock(z: &[f64]) -> f64 {
     100.0 * s1 + s2
 }
 
+/// f16's core: Weierstrass' sum of 12 cosines per coordinate, cubed.
 fn weierstrass(z: &[f64]) -> f64 {
     let ak: Vec<f64> = (0..12).map(|k| 0.5_f64.powf(k as f64)).collect();
     let bk: Vec<f64> = (0..12).map(|k| 3.0_f64.powf(k as f64)).collect();
@@ -861,6 +866,7 @@ fn weierstrass(z: &[f64]) -> f64 {
     10.0 * (sum / z.len() as f64 - f0).powf(3.0)
 }
 
+/// f17 and f18's core: Schaffer's F7 over consecutive pairs.
 fn schaffers(z: &[f64]) -> f64 {
     let sum: f64 = z
         .windows(2)
@@ -872,6 +878,7 @@ fn schaffers(z: &[f64]) -> f64 {
     (sum / (z.len() as f64 - 1.0)).powf(2.0)
 }
 
+/// f19's core: Griewank's composition with Rosenbrock's function.
 fn griewank_rosenbrock(z: &[f64]) -> f64 {
     let sum: f64 = z
         .windows(2)
@@ -885,6 +892,7 @@ fn griewank_rosenbrock(z: &[f64]) -> f64 {
     10.0 + 10.0 * sum / (z.len() as f64 - 1.0)
 }
 
+/// f23's core: Katsuura's product of 32-term sawtooth sums.
 fn katsuura(z: &[f64]) -> f64 {
     let n = z.len() as f64;
     let mut product = 1.0;

@@ -124,3 +124,35 @@ fn bad_arguments_are_errors_and_bad_points_nan() {
     assert!(f.eval(&[0.0; 4]).is_nan());
     assert!(f.eval(&[0.0, 0.0, f64::NAN, 0.0, 0.0]).is_nan());
 }
+
+/// Beyond the fixture (other dimensions, instances up to 15): the optimum
+/// lies in the domain, the value there is f_opt, and no point of the domain
+/// is better.
+#[test]
+fn optimum_is_the_minimum_in_every_dimension_and_instance() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2009);
+    for dim in [2, 3, 20, support::MAX_DIM] {
+        for instance in 1..=15 {
+            for function in 1..=24 {
+                let f = Bbob::new(function, instance, dim).unwrap();
+                let (lo, hi) = f.domain();
+                assert!(f.x_opt().iter().all(|v| (lo..=hi).contains(v)));
+                let at_opt = f.eval(f.x_opt());
+                assert!(
+                    error(at_opt, f.f_opt()) <= TOL,
+                    "f{function} i{instance} d{dim}: f(x_opt) = {at_opt}, f_opt = {}",
+                    f.f_opt()
+                );
+                for _ in 0..20 {
+                    let x: Vec<f64> = (0..dim).map(|_| rng.random_range(lo..=hi)).collect();
+                    let y = f.eval(&x);
+                    assert!(
+                        y >= f.f_opt(),
+                        "f{function} i{instance} d{dim}: {y} at {x:?}"
+                    );
+                }
+            }
+        }
+    }
+}
