@@ -5,6 +5,7 @@
 // only the test functions themselves).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod bbob;
 mod cmaes;
 mod crash_points;
 mod executor;
