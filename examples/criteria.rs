@@ -718,7 +718,7 @@ fn run<B: AutodiffBackend>(
     let run_trial = |trial: &mut Trial| objective::<B>(trial, &backbones, args, &device, &best);
     // In a worker process the executor started, this runs the trial it was
     // assigned and exits; anywhere else it returns at once.
-    executor::worker_main(&run_trial)?;
+    executor::worker_main(run_trial)?;
 
     let study = open_study(args, jobs)?;
     if !args.from_scratch && study.trials()?.is_empty() {

@@ -17,6 +17,8 @@ const ENTRY_ENV: &str = "HPO_BURN_TEST_PANIC_GUARD";
 
 /// Panics `times` times on a thread called `name` (`None`: unnamed), the way
 /// cubecl's device-service thread does on every failed allocation.
+// Panicking is this helper's whole purpose.
+#[allow(clippy::panic)]
 fn panic_on_thread(name: Option<&str>, times: usize) {
     let builder = match name {
         Some(n) => std::thread::Builder::new().name(n.to_owned()),
