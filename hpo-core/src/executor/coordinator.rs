@@ -460,7 +460,7 @@ impl Coordinator<'_> {
         h.trial.set_system_attr(ESTIMATE_BYTES_ATTR, l.estimate)?;
         h.trial.set_system_attr(RESERVED_BYTES_ATTR, l.reserved)?;
         let min_micro = self.config.admission.min_micro_batch;
-        let frozen = self.study.hand_over(h.trial);
+        let frozen = self.study.hand_over(h.trial)?;
         let assignment = Assignment {
             study: self.study.name().to_owned(),
             storage: self.config.storage_url.clone(),
