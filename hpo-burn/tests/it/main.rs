@@ -9,6 +9,7 @@ mod checkpoint;
 mod minilm;
 mod model;
 mod oom;
+mod panic_guard;
 mod study;
 
 use hpo_burn::batch::EncodedExample;

@@ -52,6 +52,8 @@ pub struct ProcessConfig {
     admission: AdmissionPolicy,
     trial_timeout: Option<Duration>,
     lookahead: usize,
+    max_workers: Option<usize>,
+    visible: Vec<String>,
     stderr_lines: usize,
     worker_args: Option<Vec<String>>,
     host_memory: bool,
@@ -67,6 +69,8 @@ impl std::fmt::Debug for ProcessConfig {
             .field("admission", &self.admission)
             .field("trial_timeout", &self.trial_timeout)
             .field("lookahead", &self.lookahead)
+            .field("max_workers", &self.max_workers)
+            .field("visible_devices", &self.visible)
             .field("host_memory", &self.host_memory)
             .finish_non_exhaustive()
     }
@@ -87,6 +91,8 @@ impl ProcessConfig {
             admission: AdmissionPolicy::default(),
             trial_timeout: None,
             lookahead: 8,
+            max_workers: None,
+            visible: Vec::new(),
             stderr_lines: 20,
             worker_args: None,
             host_memory: false,
@@ -101,8 +107,8 @@ impl ProcessConfig {
         self
     }
 
-    /// Several devices, one total each; worker `i`'s trials run with
-    /// `CUDA_VISIBLE_DEVICES=i`.
+    /// Several devices, one total each; the trials placed on device `i` run
+    /// with `CUDA_VISIBLE_DEVICES=i` (see [`ProcessConfig::visible_devices`]).
     pub fn devices(mut self, totals: impl IntoIterator<Item = u64>) -> Self {
         self.totals = totals.into_iter().collect();
         self
@@ -137,6 +143,23 @@ impl ProcessConfig {
     /// How many trials are sampled ahead and queued for admission (default 8).
     pub fn lookahead(mut self, n: usize) -> Self {
         self.lookahead = n.max(1);
+        self
+    }
+
+    /// What `CUDA_VISIBLE_DEVICES` says to the workers of each device, in
+    /// the order of [`ProcessConfig::devices`] (default: the device's index,
+    /// `0` for a single [`ProcessConfig::budget`]). For one budget on GPU 3:
+    /// `.budget(total).visible_devices(["3"])`.
+    pub fn visible_devices(mut self, ids: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.visible = ids.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// At most `n` worker processes at once (at least 1), on top of admission
+    /// by memory (default: as many as the memory admits). A fixed count, as
+    /// `--jobs N` is in the `criteria` example.
+    pub fn max_workers(mut self, n: usize) -> Self {
+        self.max_workers = Some(n.max(1));
         self
     }
 
@@ -310,6 +333,13 @@ impl Coordinator<'_> {
             }
             // 2. Admit and launch.
             loop {
+                if self
+                    .config
+                    .max_workers
+                    .is_some_and(|n| self.workers.len() >= n)
+                {
+                    break;
+                }
                 match self.sched.decide() {
                     Some(Step::Launch(l)) => self.launch(l)?,
                     Some(Step::Infeasible { key, reason }) => self.infeasible(key, reason)?,
@@ -430,7 +460,7 @@ impl Coordinator<'_> {
         h.trial.set_system_attr(ESTIMATE_BYTES_ATTR, l.estimate)?;
         h.trial.set_system_attr(RESERVED_BYTES_ATTR, l.reserved)?;
         let min_micro = self.config.admission.min_micro_batch;
-        let frozen = self.study.hand_over(h.trial);
+        let frozen = self.study.hand_over(h.trial)?;
         let assignment = Assignment {
             study: self.study.name().to_owned(),
             storage: self.config.storage_url.clone(),
@@ -498,10 +528,16 @@ impl Coordinator<'_> {
             .clone()
             .unwrap_or_else(|| std::env::args().skip(1).collect());
         let json = serde_json::to_string(a).map_err(std::io::Error::other)?;
+        let visible = self
+            .config
+            .visible
+            .get(device)
+            .cloned()
+            .unwrap_or_else(|| device.to_string());
         let mut child = Command::new(exe)
             .args(args)
             .env(WORKER_ENV, json)
-            .env("CUDA_VISIBLE_DEVICES", device.to_string())
+            .env("CUDA_VISIBLE_DEVICES", visible)
             .env("HPO_DEVICE", device.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

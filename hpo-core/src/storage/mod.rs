@@ -203,6 +203,15 @@ pub trait Storage: Send + Sync {
     fn stale_trials(&self, _study_id: u64, _grace: Duration) -> Result<Vec<u64>> {
         Ok(Vec::new())
     }
+
+    /// This handle gives up a RUNNING trial it created to another process
+    /// (the process executor hands each trial to a worker): a storage that
+    /// keeps the trials it owns in memory must read this one from the
+    /// database from now on, since someone else writes it. Storages that keep
+    /// nothing ignore it.
+    fn release_trial(&self, _trial_id: u64) -> Result<()> {
+        Ok(())
+    }
 }
 
 impl<S: Storage + ?Sized> Storage for Arc<S> {
@@ -285,5 +294,8 @@ impl<S: Storage + ?Sized> Storage for Arc<S> {
     }
     fn stale_trials(&self, study_id: u64, grace: Duration) -> Result<Vec<u64>> {
         (**self).stale_trials(study_id, grace)
+    }
+    fn release_trial(&self, trial_id: u64) -> Result<()> {
+        (**self).release_trial(trial_id)
     }
 }

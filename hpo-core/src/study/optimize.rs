@@ -215,9 +215,12 @@ impl Study {
     }
 
     /// Gives up this handle's ownership of a RUNNING trial without finishing
-    /// it; its heartbeat goes on until [`Study::stop_beating`].
-    pub(crate) fn hand_over(&self, trial: Trial) -> FrozenTrial {
-        trial.into_parts().1
+    /// it; its heartbeat goes on until [`Study::stop_beating`]. The storage
+    /// reads it from the database from now on (another process writes it).
+    pub(crate) fn hand_over(&self, trial: Trial) -> Result<FrozenTrial> {
+        let frozen = trial.into_parts().1;
+        self.core.storage.release_trial(frozen.id)?;
+        Ok(frozen)
     }
 
     /// Stops the heartbeat this handle keeps for `trial_id`, if any.

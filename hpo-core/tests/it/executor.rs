@@ -76,7 +76,9 @@ fn objective(trial: &mut Trial) -> Result<f64, TrialError> {
     let run = executor::batch_of(trial).expect("the executor sets the batch");
     let dir = marker_dir(trial.study_name());
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(format!("ran-{}", trial.number())), "").unwrap();
+    // What the worker was told its GPU is.
+    let visible = std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_default();
+    std::fs::write(dir.join(format!("ran-{}", trial.number())), visible).unwrap();
     executor::record_peak(trial, u64::from(run.micro) * GIB).unwrap();
     let value = f64::from(run.effective()) + batch as f64 / 1000.0;
     match mode {
@@ -292,6 +294,62 @@ fn executor_real_workers_run_in_parallel_within_the_budget() {
         most, 2,
         "two trials at a time: admitted by memory, and in parallel"
     );
+}
+
+#[test]
+fn executor_max_workers_caps_the_processes_below_what_memory_admits() {
+    let (_db, url) = temp_db("max-workers");
+    let name = format!("max-workers-{}", std::process::id());
+    let study = study_on(&url, &name);
+    for _ in 0..6 {
+        enqueue(&study, "slow", 1);
+    }
+    // Memory for six at once, but at most two worker processes.
+    study
+        .optimize_with(
+            Optimize::new()
+                .trials(6)
+                .processes(config(&url, 7).max_workers(2)),
+            objective,
+        )
+        .unwrap();
+    let trials = by_number(&study);
+    assert!(trials.iter().all(|t| t.state == TrialState::Complete));
+    let mut edges = Vec::new();
+    for t in &trials {
+        let span =
+            std::fs::read_to_string(marker_dir(&name).join(format!("span-{}", t.number))).unwrap();
+        let (a, b) = span.split_once(' ').unwrap();
+        edges.push((a.parse::<u128>().unwrap(), 1i32));
+        edges.push((b.parse::<u128>().unwrap(), -1i32));
+    }
+    edges.sort();
+    let mut running = 0;
+    let mut most = 0;
+    for (_, d) in edges {
+        running += d;
+        most = most.max(running);
+    }
+    assert!(most <= 2, "{most} trials ran at once with max_workers(2)");
+}
+
+#[test]
+fn executor_workers_see_the_gpu_they_are_placed_on() {
+    let (_db, url) = temp_db("visible");
+    for (visible, expected) in [(None, "0"), (Some("3"), "3")] {
+        let name = format!("visible-{expected}-{}", std::process::id());
+        let study = study_on(&url, &name);
+        enqueue(&study, "ok", 1);
+        let mut cfg = config(&url, 2);
+        if let Some(v) = visible {
+            cfg = cfg.visible_devices([v]);
+        }
+        study
+            .optimize_with(Optimize::new().trials(1).processes(cfg), objective)
+            .unwrap();
+        let told = std::fs::read_to_string(marker_dir(&name).join("ran-0")).unwrap();
+        assert_eq!(told, expected);
+    }
 }
 
 #[test]

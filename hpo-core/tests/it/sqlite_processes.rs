@@ -197,3 +197,28 @@ fn a_killed_workers_trial_is_reclaimed_and_retried() {
     assert_eq!(after.len() as u64, hang_at + 4);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A trial handed to another process (the process executor's workers) is
+/// read from the file afterwards, not from the creator's in-memory copy.
+#[test]
+fn a_released_trial_is_read_from_the_file() {
+    let dir = temp_dir("release");
+    let db = dir.join("study.db");
+    let creator = SqliteStorage::open(&db).unwrap();
+    let worker = SqliteStorage::open(&db).unwrap();
+    let study_id = creator
+        .create_study("handed", &[hpo_core::Direction::Minimize])
+        .unwrap();
+    let t = creator.start_trial(study_id, true).unwrap();
+    creator.release_trial(t.id).unwrap();
+    worker
+        .finish_trial(t.id, TrialState::Complete, Some(&[1.0]), &[])
+        .unwrap();
+    assert_eq!(creator.trial(t.id).unwrap().state, TrialState::Complete);
+    // Without the release the creator would still see its own copy.
+    let kept = creator.start_trial(study_id, true).unwrap();
+    worker
+        .finish_trial(kept.id, TrialState::Complete, Some(&[2.0]), &[])
+        .unwrap();
+    assert_eq!(creator.trial(kept.id).unwrap().state, TrialState::Running);
+}

@@ -435,6 +435,11 @@ impl Storage for PostgresStorage {
         })
     }
 
+    fn release_trial(&self, trial_id: u64) -> Result<()> {
+        self.lock()?.owned.remove(&trial_id);
+        Ok(())
+    }
+
     fn trial(&self, trial_id: u64) -> Result<Arc<FrozenTrial>> {
         self.op(|db| {
             if let Some((_, t)) = db.owned.get(&trial_id) {

@@ -1,0 +1,315 @@
+//! Sizing trials for the process executor: hpo-core's
+//! [`MemoryEstimator`] from a run's model and the analytic estimate, and the
+//! memory budget to admit them by.
+//!
+//! The executor asks the estimator two things before it starts a worker:
+//! *which configuration is this trial* (drawn on the trial with the same
+//! `suggest_*` calls the objective makes) and *how much device memory does it
+//! need at this micro-batch*. [`TrainingEstimator`] answers the first with a
+//! function the user gives (typically the objective's own sampling, ending in
+//! [`Sizing::of_run`]) and the second with
+//! [`estimate_training_memory`] at the micro-batch the executor asks about,
+//! so shrinking (micro-batch halved, accumulation doubled) is priced
+//! correctly. The trial's *family* is its model (preset or checkpoint name):
+//! the analytic estimate misses the same buffers for every configuration of
+//! one model, so the executor's learned correction is kept per family.
+//!
+//! The budget is the device's total from NVML (`cuda` feature), capped by a
+//! number the user gives ([`device_budget`]); without NVML the user's number
+//! is the budget. On the CPU the "device" is the machine's memory
+//! ([`host_budget`]).
+
+use crate::error::{Error, Result};
+use crate::memory::{device_memory, estimate_training_memory, Precision};
+use crate::model::ModelConfig;
+use crate::task::{RunSpec, TextTask};
+use hpo_core::executor::{Batch, MemoryEstimator, Shape};
+use hpo_core::{ParamValue, Trial, TrialError};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
+
+/// What the executor needs to know of one configuration to size it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sizing {
+    /// The family the learned correction is kept for (the model's name).
+    pub family: String,
+    /// The model trained.
+    pub model: ModelConfig,
+    /// Sequence length the memory is sized for (the longest batch).
+    pub max_len: usize,
+    /// The batch the configuration asks for.
+    pub batch: Batch,
+    /// Training precision.
+    pub precision: Precision,
+}
+
+impl Sizing {
+    /// The sizing of `spec` run on `task` (as [`crate::run`] would run it):
+    /// the model's name as family, f32 training.
+    pub fn of_run(task: &TextTask, spec: &RunSpec) -> Result<Self> {
+        let model = spec.model_config(task);
+        let micro = u32::try_from(spec.train.micro_batch)
+            .ok()
+            .filter(|&m| m > 0);
+        let accumulation = u32::try_from(spec.train.accumulation)
+            .ok()
+            .filter(|&a| a > 0);
+        let (Some(micro), Some(accumulation)) = (micro, accumulation) else {
+            return Err(Error::config(format!(
+                "micro-batch {} and accumulation {} must be positive and below 2^32",
+                spec.train.micro_batch, spec.train.accumulation
+            )));
+        };
+        Ok(Sizing {
+            family: spec.model_name(task),
+            max_len: spec.train.max_len.min(model.max_position),
+            model,
+            batch: Batch::new(micro, accumulation),
+            precision: Precision::F32,
+        })
+    }
+
+    /// Estimated peak device memory at `batch` (only its micro-batch counts).
+    pub fn peak_bytes(&self, batch: Batch) -> u64 {
+        estimate_training_memory(
+            &self.model,
+            batch.micro as usize,
+            self.max_len,
+            self.precision,
+        )
+        .total()
+    }
+}
+
+type Propose = dyn Fn(&mut Trial) -> Result<Sizing, TrialError> + Send + Sync;
+
+/// A [`MemoryEstimator`] for hpo-burn training runs.
+///
+/// ```no_run
+/// # use hpo_burn::{Preset, Pooling, RunSpec, TextTask, TrainConfig};
+/// use hpo_burn::estimator::{Sizing, TrainingEstimator};
+/// # fn make(task: std::sync::Arc<TextTask>) -> TrainingEstimator {
+/// // The same sampling the objective does, ending in the run's sizing.
+/// TrainingEstimator::new(move |trial| {
+///     let batch = trial.suggest_categorical("batch", &[8i64, 16, 32])? as usize;
+///     let spec = RunSpec {
+///         preset: Preset::Mini,
+///         head_layers: 0,
+///         head_width: 128,
+///         dropout: 0.1,
+///         pooling: Pooling::Mean,
+///         train: TrainConfig { micro_batch: batch, ..TrainConfig::default() },
+///     };
+///     Ok(Sizing::of_run(&task, &spec)?)
+/// })
+/// # }
+/// ```
+///
+/// The executor calls [`MemoryEstimator::peak_bytes`] with the parameters of
+/// a trial it has just proposed; the sizings of the last
+/// [`TrainingEstimator::REMEMBERED`] proposals are kept for that. Parameters
+/// it never proposed are priced at `u64::MAX` bytes, so such a trial is
+/// refused as infeasible instead of being admitted blind.
+pub struct TrainingEstimator {
+    propose: Box<Propose>,
+    sized: Mutex<VecDeque<(BTreeMap<String, ParamValue>, Sizing)>>,
+}
+
+impl std::fmt::Debug for TrainingEstimator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TrainingEstimator").finish_non_exhaustive()
+    }
+}
+
+impl TrainingEstimator {
+    /// Proposals whose sizing is remembered.
+    pub const REMEMBERED: usize = 1024;
+
+    /// An estimator that draws each trial's configuration with `propose`.
+    pub fn new(
+        propose: impl Fn(&mut Trial) -> Result<Sizing, TrialError> + Send + Sync + 'static,
+    ) -> Self {
+        TrainingEstimator {
+            propose: Box::new(propose),
+            sized: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// The sizing proposed for `params`, if remembered.
+    pub fn sizing(&self, params: &BTreeMap<String, ParamValue>) -> Option<Sizing> {
+        let sized = self.sized.lock().ok()?;
+        sized
+            .iter()
+            .rev()
+            .find(|(p, _)| p == params)
+            .map(|(_, s)| s.clone())
+    }
+}
+
+impl MemoryEstimator for TrainingEstimator {
+    fn propose(&self, trial: &mut Trial) -> Result<Shape, TrialError> {
+        let sizing = (self.propose)(trial)?;
+        let shape = Shape::new(sizing.family.clone(), sizing.batch);
+        if let Ok(mut sized) = self.sized.lock() {
+            sized.push_back((trial.params(), sizing));
+            while sized.len() > Self::REMEMBERED {
+                sized.pop_front();
+            }
+        }
+        Ok(shape)
+    }
+
+    fn peak_bytes(&self, params: &BTreeMap<String, ParamValue>, batch: Batch) -> u64 {
+        self.sizing(params)
+            .map_or(u64::MAX, |sizing| sizing.peak_bytes(batch))
+    }
+}
+
+/// The memory budget of CUDA device `index`: its total from NVML, capped at
+/// `cap` when given (to reproduce a smaller card on a bigger one). Without
+/// NVML (built without `cuda`, no driver) the budget is `cap`, and an error
+/// says so when there is none.
+pub fn device_budget(index: u32, cap: Option<u64>) -> Result<u64> {
+    match (device_memory(index), cap) {
+        (Ok(mem), Some(cap)) => Ok(mem.total.min(cap)),
+        (Ok(mem), None) => Ok(mem.total),
+        (Err(_), Some(cap)) => Ok(cap),
+        (Err(e), None) => Err(Error::Device(format!(
+            "no memory budget for GPU {index}: its total is unknown ({e}); give one \
+             (for example 24GiB)"
+        ))),
+    }
+}
+
+/// The memory budget of the machine itself (trials on the CPU): its total
+/// memory (`MemTotal` in `/proc/meminfo`), capped at `cap` when given.
+pub fn host_budget(cap: Option<u64>) -> Result<u64> {
+    match (host_total(), cap) {
+        (Some(total), Some(cap)) => Ok(total.min(cap)),
+        (Some(total), None) => Ok(total),
+        (None, Some(cap)) => Ok(cap),
+        (None, None) => Err(Error::Device(
+            "no memory budget for the CPU: the machine's memory is unknown here \
+             (no /proc/meminfo); give one (for example 8GiB)"
+                .into(),
+        )),
+    }
+}
+
+fn host_total() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = info
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Preset;
+    use hpo_core::executor::GIB;
+    use hpo_core::{RandomSampler, Study};
+
+    fn sizing(preset: Preset, micro: u32) -> Sizing {
+        Sizing {
+            family: preset.name().to_owned(),
+            model: ModelConfig::preset(preset, 30522, 2),
+            max_len: 128,
+            batch: Batch::new(micro, 1),
+            precision: Precision::F32,
+        }
+    }
+
+    fn estimator() -> TrainingEstimator {
+        TrainingEstimator::new(|trial| {
+            let large = trial.suggest_categorical("model", &["base", "large"])? == "large";
+            let micro = trial.suggest_categorical("batch", &[8i64, 32])?;
+            let preset = if large { Preset::Large } else { Preset::Base };
+            Ok(sizing(preset, micro as u32))
+        })
+    }
+
+    #[test]
+    fn proposes_the_family_and_batch_and_prices_every_micro_batch() {
+        let e = estimator();
+        let study = Study::builder()
+            .sampler(RandomSampler::seeded(3))
+            .build()
+            .unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..12 {
+            let mut trial = study.ask().unwrap();
+            let shape = e.propose(&mut trial).unwrap();
+            seen.insert(shape.family.clone());
+            let params = trial.params();
+            let s = e.sizing(&params).unwrap();
+            assert_eq!(shape.batch, s.batch);
+            // The price is the analytic estimate at the micro-batch asked
+            // about: shrinking lowers it, accumulation does not count.
+            let full = e.peak_bytes(&params, shape.batch);
+            assert_eq!(
+                full,
+                estimate_training_memory(&s.model, s.batch.micro as usize, 128, Precision::F32)
+                    .total()
+            );
+            let half = Batch::new(shape.batch.micro / 2, shape.batch.accumulation * 2);
+            assert!(e.peak_bytes(&params, half) < full);
+            assert_eq!(
+                e.peak_bytes(&params, half),
+                e.peak_bytes(&params, Batch::new(half.micro, 64))
+            );
+            study.tell(trial, Ok::<f64, TrialError>(0.0)).unwrap();
+        }
+        assert_eq!(seen.len(), 2, "both models proposed: {seen:?}");
+        // Families are the model names, so the correction is per model.
+        let base = sizing(Preset::Base, 8);
+        let large = sizing(Preset::Large, 8);
+        assert_ne!(base.family, large.family);
+        assert!(large.peak_bytes(base.batch) > base.peak_bytes(base.batch));
+    }
+
+    #[test]
+    fn parameters_never_proposed_are_refused_not_admitted_blind() {
+        let e = estimator();
+        let mut params = BTreeMap::new();
+        params.insert("model".to_owned(), ParamValue::from("base"));
+        assert_eq!(e.peak_bytes(&params, Batch::new(8, 1)), u64::MAX);
+    }
+
+    #[test]
+    fn a_sampling_error_fails_the_proposal() {
+        let e = TrainingEstimator::new(|_| Err(TrialError::Infeasible("empty".into())));
+        let study = Study::builder().build().unwrap();
+        let mut trial = study.ask().unwrap();
+        assert_eq!(
+            e.propose(&mut trial),
+            Err(TrialError::Infeasible("empty".into()))
+        );
+    }
+
+    #[test]
+    fn budgets_are_capped_by_the_given_number() {
+        assert_eq!(host_budget(Some(GIB)).unwrap(), GIB);
+        assert!(
+            host_budget(None).unwrap() > GIB / 4,
+            "a machine with memory"
+        );
+        assert!(device_budget(0, Some(24 * GIB)).unwrap() <= 24 * GIB);
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    #[test]
+    fn without_nvml_a_gpu_budget_must_be_given() {
+        assert_eq!(device_budget(0, Some(24 * GIB)).unwrap(), 24 * GIB);
+        let e = device_budget(0, None).unwrap_err().to_string();
+        assert!(
+            e.contains("no memory budget for GPU 0") && e.contains("24GiB"),
+            "{e}"
+        );
+    }
+}
