@@ -257,7 +257,7 @@ impl Study {
     }
 
     fn log_finished(&self, t: &FrozenTrial, history: &TrialSnapshot) {
-        // Formatting and the best-trial scan cost O(history); skip them when
+        // Formatting and the best-trial look-up cost time; skip them when
         // nobody listens (the common case in benchmarks and libraries).
         let enabled = if t.state == TrialState::Fail {
             tracing::enabled!(tracing::Level::WARN)
