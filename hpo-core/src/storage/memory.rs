@@ -146,8 +146,10 @@ impl Inner {
         }
         study.trials.push(Arc::new(t.clone()));
         let ix = study.trials.len() - 1;
-        study.settled.advance(&study.trials)?;
+        // A trial created finished (from a template) may extend the front.
+        let settled = study.settled.advance(&study.trials);
         self.trial_index.push((study_id, ix));
+        settled?;
         Ok(t)
     }
 
