@@ -23,9 +23,13 @@
 //!
 //! Writes `bench/results/storage.json` and `bench/results/storage.md`. The
 //! processes are this binary re-executed with `--worker`; each configuration
-//! runs three times and the median is reported. Throughput is completed trials
-//! divided by the time from the first worker's first trial to the last
-//! worker's last one (process start-up excluded).
+//! runs three times (each size-sweep configuration five) and the median is
+//! reported. Throughput is completed trials divided by the time from the
+//! first worker's first trial to the last worker's last one (process
+//! start-up excluded). In the size sweep each worker first reads the whole
+//! study once (a new process's warm-up) and the workers start their timed
+//! trials together once all have warmed up, so one worker's warm-up does not
+//! fall in another's window.
 
 use anyhow::{bail, Context, Result};
 use hpo_core::storage::{SqliteOptions, SqliteStorage};
@@ -86,12 +90,35 @@ fn worker(db: &Path, n: usize, full: bool, seed: u64) -> Result<()> {
 /// Study sizes of the sweep.
 const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
 /// Trials timed per window, per path (split between the processes).
-const WINDOW: [(&str, usize); 2] = [("storage", 2000), ("study", 1000)];
+const WINDOW: [(&str, usize); 2] = [("storage", 2000), ("study", 2000)];
+/// Windows per configuration of the sweep (the median is reported): more
+/// than the throughput rows, as a window lasts about a second and the
+/// machine is shared.
+const SWEEP_REPEATS: usize = 5;
+
+/// The 1-, 5- and 15-minute load averages, as the kernel reports them.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg").map_or_else(
+        |_| "unknown".to_owned(),
+        |s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+    )
+}
+
+/// Signals that this worker is warmed up (a file `ready-<seed>` in
+/// `barrier`) and waits for the go (a file `go`), so that no worker's timed
+/// trials overlap another's warm-up read.
+fn wait_for_go(barrier: &Path, seed: u64) -> Result<()> {
+    std::fs::write(barrier.join(format!("ready-{seed}")), b"")?;
+    while !barrier.join("go").exists() {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    Ok(())
+}
 
 /// One worker of the size sweep: `n` trials through `path`, timed after a
 /// warm-up read (a new process reads the whole study once; that cost is
-/// per process, not per trial).
-fn sweep_worker(db: &Path, n: usize, path: &str, seed: u64) -> Result<()> {
+/// per process, not per trial) and after every worker has warmed up.
+fn sweep_worker(db: &Path, n: usize, path: &str, seed: u64, barrier: &Path) -> Result<()> {
     use hpo_core::{Distribution, FloatDistribution, IntDistribution, Storage, TrialState};
     let storage = Arc::new(open(db, false)?);
     let sid = storage.find_study(STUDY)?.context("no study")?.id;
@@ -108,6 +135,7 @@ fn sweep_worker(db: &Path, n: usize, path: &str, seed: u64) -> Result<()> {
                 .wrapping_add(1442695040888963407);
             (state >> 11) as f64 / (1u64 << 53) as f64
         };
+        wait_for_go(barrier, seed)?;
         let start = now_secs();
         let mut run = || -> hpo_core::Result<()> {
             for _ in 0..n {
@@ -129,6 +157,7 @@ fn sweep_worker(db: &Path, n: usize, path: &str, seed: u64) -> Result<()> {
             .sampler(RandomSampler::seeded(seed))
             .load()?;
         study.trials()?;
+        wait_for_go(barrier, seed)?;
         let start = now_secs();
         let outcome = study
             .optimize(n, |t| -> Result<f64, TrialError> {
@@ -204,9 +233,12 @@ fn sweep_run(
     window: usize,
 ) -> Result<f64> {
     copy_db(template, db)?;
+    let barrier = db.with_extension("barrier");
+    let _ = std::fs::remove_dir_all(&barrier);
+    std::fs::create_dir_all(&barrier)?;
     let exe = std::env::current_exe()?;
     let per = window / processes;
-    let children = (0..processes)
+    let mut children = (0..processes)
         .map(|i| {
             Command::new(&exe)
                 .arg("--sweep-worker")
@@ -214,11 +246,22 @@ fn sweep_run(
                 .arg(per.to_string())
                 .arg(path)
                 .arg((i + 1).to_string())
+                .arg(&barrier)
                 .stdout(Stdio::piped())
                 .spawn()
                 .context("spawning a worker")
         })
         .collect::<Result<Vec<_>>>()?;
+    // Every worker warmed up, then all start at once.
+    while std::fs::read_dir(&barrier)?.count() < processes {
+        for child in &mut children {
+            if let Some(status) = child.try_wait()? {
+                bail!("a sweep worker exited before its window: {status}");
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    std::fs::write(barrier.join("go"), b"")?;
     let mut reports = Vec::new();
     for child in children {
         let out = child.wait_with_output()?;
@@ -271,8 +314,9 @@ fn sweep(dir: &Path) -> Result<(Vec<SweepRow>, Value)> {
     }
     // Repeats outermost and sizes interleaved, so that a change in the load
     // of the (shared) machine does not pass for an effect of the size.
+    let load_before = load_average();
     let mut runs: Vec<(usize, &'static str, usize, Vec<f64>)> = Vec::new();
-    for _ in 0..REPEATS {
+    for _ in 0..SWEEP_REPEATS {
         for (size, template) in &templates {
             for (path, window) in WINDOW {
                 for processes in [1, 4] {
@@ -288,6 +332,7 @@ fn sweep(dir: &Path) -> Result<(Vec<SweepRow>, Value)> {
             }
         }
     }
+    let load_after = load_average();
     let mut rows = Vec::new();
     for (size, path, processes, mut rates) in runs {
         rates.sort_by(f64::total_cmp);
@@ -338,6 +383,9 @@ fn sweep(dir: &Path) -> Result<(Vec<SweepRow>, Value)> {
         "open_and_close_wal_file_ms": open_wal_ms.round(),
         "open_and_close_delete_mode_file_ms": open_restore_ms.round(),
         "delete_mode_file_journal_after_close": mode,
+        "sweep_load_average_before": load_before,
+        "sweep_load_average_after": load_after,
+        "cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
     });
     Ok((rows, checks))
 }
@@ -457,7 +505,7 @@ fn main() -> Result<()> {
         let db = PathBuf::from(&args[2]);
         let n: usize = args[3].parse()?;
         let seed: u64 = args[5].parse()?;
-        return sweep_worker(&db, n, &args[4], seed);
+        return sweep_worker(&db, n, &args[4], seed, Path::new(&args[6]));
     }
     let dir = std::env::temp_dir().join(format!("hpo-storage-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -510,6 +558,7 @@ fn main() -> Result<()> {
             "path": r.path,
             "processes": r.processes,
             "window_trials": WINDOW.iter().find(|(p, _)| *p == r.path).map_or(0, |(_, w)| *w),
+            "windows": SWEEP_REPEATS,
             "trials_per_s": r.trials_per_s.round(),
         })).collect::<Vec<_>>(),
         "open_checks": checks,
@@ -857,10 +906,14 @@ fn sweep_table(rows: &[SweepRow], checks: &Value) -> String {
             .find(|r| r.size == size && r.path == path && r.processes == p)
             .map_or(f64::NAN, |r| r.trials_per_s)
     };
-    let mut md = String::from(
-        "\nTrials per second once the study already holds N trials (median of 3 windows; \
-         `storage`: start_trial + 2 params + finish_trial; `study`: Study::optimize with the random sampler):\n\n\
+    let mut md = format!(
+        "\nTrials per second once the study already holds N trials (median of {SWEEP_REPEATS} windows; \
+         `storage`: start_trial + 2 params + finish_trial; `study`: Study::optimize with the random sampler; \
+         load average of the machine ({} cores) {} before the sweep, {} after):\n\n\
          | path | processes | 1,000 | 10,000 | 100,000 | 100k / 1k |\n| --- | ---: | ---: | ---: | ---: | ---: |\n",
+        checks["cores"],
+        checks["sweep_load_average_before"].as_str().unwrap_or("?"),
+        checks["sweep_load_average_after"].as_str().unwrap_or("?"),
     );
     for (path, _) in WINDOW {
         for p in [1, 4] {

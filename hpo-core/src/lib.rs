@@ -85,6 +85,6 @@ pub use crate::space::{ChoiceEnum, ParamDescription, ParamKind, SearchSpace, Spa
 pub use crate::storage::{InMemoryStorage, SqliteStorage, Storage, StudySummary};
 pub use crate::study::{Heartbeat, Optimize, RetryPolicy, Study, StudyBuilder, Trial};
 pub use crate::trial::{
-    FailureKind, FrozenTrial, IntoTrialResult, TrialError, TrialOutcome, TrialState,
+    FailureKind, FrozenTrial, IntoTrialResult, TrialError, TrialOutcome, TrialSnapshot, TrialState,
 };
 pub use crate::view::StudyView;

@@ -4,7 +4,7 @@
 //! samplers and pruners read it, and neither needs the study module to do so.
 
 use crate::direction::Direction;
-use crate::trial::{FrozenTrial, TrialState};
+use crate::trial::{FrozenTrial, TrialSnapshot, TrialState};
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -14,11 +14,25 @@ use std::sync::Arc;
 /// state, including RUNNING trials for the constant liar). When the pruner
 /// assigns trials to brackets (Hyperband), samplers get only the trials of the
 /// current trial's bracket, through the pruner's [`crate::Pruner::bracket`] hook.
+///
+/// A study hands out views over a [`TrialSnapshot`] of its storage, which
+/// shares the finished trials instead of copying them. Reading through
+/// [`StudyView::iter`], [`StudyView::iter_from`], [`StudyView::get`],
+/// [`StudyView::len`], [`StudyView::completed`] and [`StudyView::trials_in`]
+/// costs only what is read; [`StudyView::trials`] returns one contiguous
+/// slice, which for a snapshot is built on its first call (O(trials), once
+/// per snapshot).
 #[derive(Debug, Clone)]
 pub struct StudyView<'a> {
     name: &'a str,
     directions: &'a [Direction],
-    trials: Cow<'a, [Arc<FrozenTrial>]>,
+    trials: Trials<'a>,
+}
+
+#[derive(Debug, Clone)]
+enum Trials<'a> {
+    List(Cow<'a, [Arc<FrozenTrial>]>),
+    Snapshot(&'a TrialSnapshot),
 }
 
 impl<'a> StudyView<'a> {
@@ -27,7 +41,7 @@ impl<'a> StudyView<'a> {
         StudyView {
             name,
             directions,
-            trials: Cow::Borrowed(trials),
+            trials: Trials::List(Cow::Borrowed(trials)),
         }
     }
 
@@ -40,7 +54,20 @@ impl<'a> StudyView<'a> {
         StudyView {
             name,
             directions,
-            trials: Cow::Owned(trials),
+            trials: Trials::List(Cow::Owned(trials)),
+        }
+    }
+
+    /// A view over a storage's snapshot of the study, borrowed, not copied.
+    pub fn from_snapshot(
+        name: &'a str,
+        directions: &'a [Direction],
+        trials: &'a TrialSnapshot,
+    ) -> Self {
+        StudyView {
+            name,
+            directions,
+            trials: Trials::Snapshot(trials),
         }
     }
 
@@ -59,9 +86,52 @@ impl<'a> StudyView<'a> {
         self.directions.first().copied().unwrap_or_default()
     }
 
-    /// All trials, ordered by number.
+    /// All trials, ordered by number, as one slice (for a view over a
+    /// snapshot, built on the first call: prefer [`StudyView::iter`]).
     pub fn trials(&self) -> &[Arc<FrozenTrial>] {
-        &self.trials
+        match &self.trials {
+            Trials::List(list) => list,
+            Trials::Snapshot(snapshot) => snapshot.as_slice(),
+        }
+    }
+
+    /// The number of trials.
+    pub fn len(&self) -> usize {
+        match &self.trials {
+            Trials::List(list) => list.len(),
+            Trials::Snapshot(snapshot) => snapshot.len(),
+        }
+    }
+
+    /// Whether the view holds no trial.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The trial at position `index` (ordered by number).
+    pub fn get(&self, index: usize) -> Option<&Arc<FrozenTrial>> {
+        match &self.trials {
+            Trials::List(list) => list.get(index),
+            Trials::Snapshot(snapshot) => snapshot.get(index),
+        }
+    }
+
+    /// All trials, ordered by number.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Arc<FrozenTrial>> + '_ {
+        self.iter_from(0)
+    }
+
+    /// The trials from position `start` on, ordered by number; costs
+    /// nothing for the trials before `start`.
+    pub fn iter_from(
+        &self,
+        start: usize,
+    ) -> impl DoubleEndedIterator<Item = &Arc<FrozenTrial>> + '_ {
+        let (list, snapshot): (&[Arc<FrozenTrial>], _) = match &self.trials {
+            Trials::List(list) => (list.get(start..).unwrap_or_default(), None),
+            Trials::Snapshot(snapshot) => (&[], Some(snapshot.iter_from(start))),
+        };
+        list.iter().chain(snapshot.into_iter().flatten())
     }
 
     /// Trials in any of `states`.
@@ -69,15 +139,11 @@ impl<'a> StudyView<'a> {
         &'s self,
         states: &'s [TrialState],
     ) -> impl Iterator<Item = &'s Arc<FrozenTrial>> + 's {
-        self.trials
-            .iter()
-            .filter(move |t| states.contains(&t.state))
+        self.iter().filter(move |t| states.contains(&t.state))
     }
 
     /// COMPLETE trials.
     pub fn completed(&self) -> impl Iterator<Item = &Arc<FrozenTrial>> + '_ {
-        self.trials
-            .iter()
-            .filter(|t| t.state == TrialState::Complete)
+        self.iter().filter(|t| t.state == TrialState::Complete)
     }
 }

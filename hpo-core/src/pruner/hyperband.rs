@@ -194,7 +194,6 @@ impl Pruner for HyperbandPruner {
             return Ok(Decision::keep());
         };
         let same: Vec<_> = study
-            .trials()
             .iter()
             .filter(|t| brackets.bracket_of(name, t.number) == Some(b))
             .cloned()

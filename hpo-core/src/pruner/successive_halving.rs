@@ -178,7 +178,6 @@ impl Pruner for SuccessiveHalvingPruner {
             // Every trial of the view that reached this rung; the running
             // trial's own copy cannot have `key` yet (it is its current rung).
             let mut competing: Vec<f64> = study
-                .trials()
                 .iter()
                 .filter_map(|t| t.system_attrs.get(&key).and_then(Value::as_f64))
                 .collect();

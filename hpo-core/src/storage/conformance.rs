@@ -19,7 +19,7 @@ use crate::distribution::{
     CategoricalDistribution, Choice, Distribution, FloatDistribution, IntDistribution,
 };
 use crate::trial::FIXED_PARAMS_ATTR;
-use crate::trial::{FrozenTrial, TrialState};
+use crate::trial::{FrozenTrial, TrialSnapshot, TrialState};
 use crate::Error;
 use serde_json::json;
 use std::collections::BTreeSet;
@@ -43,6 +43,8 @@ pub fn run_all<S: Storage>(make: impl Fn() -> S) {
     start_trial_claims_or_creates(&make);
     stale_trials_fail_with_their_retry(&make);
     unknown_ids_are_errors(&make);
+    snapshots_match_trials(&make);
+    snapshots_share_finished_trials(&make);
 }
 
 /// Generates one `#[test]` per conformance property for a storage factory.
@@ -83,7 +85,9 @@ macro_rules! storage_conformance_tests {
                 heartbeats_mark_stale_trials,
                 start_trial_claims_or_creates,
                 stale_trials_fail_with_their_retry,
-                unknown_ids_are_errors);
+                unknown_ids_are_errors,
+                snapshots_match_trials,
+                snapshots_share_finished_trials);
         }
     };
     (@tests $guard:expr, $make:expr; $($name:ident),*) => {
@@ -663,4 +667,135 @@ pub fn unknown_ids_are_errors<S: Storage>(make: &impl Fn() -> S) {
         s.finish_trial(987_654, TrialState::Complete, Some(&[1.0]), &[]),
         Err(Error::TrialNotFound(987_654))
     ));
+}
+
+/// The trials of `id` by value, from [`Storage::trials`].
+fn trial_values<S: Storage>(s: &S, id: u64) -> Vec<FrozenTrial> {
+    s.trials(id)
+        .unwrap()
+        .iter()
+        .map(|t| (**t).clone())
+        .collect()
+}
+
+/// The trials of a snapshot by value, checking its settled front on the way.
+fn snapshot_values(snap: &TrialSnapshot) -> Vec<FrozenTrial> {
+    assert!(snap.settled_len() <= snap.len());
+    for (i, t) in snap.iter().enumerate() {
+        assert_eq!(t.number, i as u64, "a snapshot is ordered by number");
+        if i < snap.settled_len() {
+            assert!(t.state.is_finished(), "settled trial {i} is {}", t.state);
+        }
+        assert!(std::ptr::eq(snap.get(i).unwrap(), t));
+    }
+    assert_eq!(snap.as_slice().len(), snap.len());
+    snap.iter().map(|t| (**t).clone()).collect()
+}
+
+/// `trial_snapshot` holds the same trials as `trials` whatever the mix of
+/// states and the order in which trials finish, and a snapshot never
+/// changes after it was taken.
+pub fn snapshots_match_trials<S: Storage>(make: &impl Fn() -> S) {
+    let s = make();
+    let id = s.create_study("s", &[Direction::Minimize]).unwrap();
+    let other = s.create_study("other", &[Direction::Maximize]).unwrap();
+    assert!(s.trial_snapshot(id).unwrap().is_empty());
+    let mut running = Vec::new();
+    let mut taken: Vec<(TrialSnapshot, Vec<FrozenTrial>)> = Vec::new();
+    for round in 0..150u64 {
+        let t = s.create_trial(id, None).unwrap();
+        s.set_trial_param(t.id, "x", 0.25, &float(0.0, 1.0))
+            .unwrap();
+        running.push(t.id);
+        if round % 7 == 3 {
+            let mut tpl = FrozenTrial::new(0, 0, TrialState::Waiting);
+            tpl.user_attrs.insert("round".into(), json!(round));
+            s.create_trial(id, Some(&tpl)).unwrap();
+        }
+        if round % 11 == 5 {
+            if let Some(claimed) = s.claim_waiting_trial(id).unwrap() {
+                running.push(claimed.id);
+            }
+        }
+        if round % 5 == 0 {
+            s.create_trial(other, None).unwrap();
+        }
+        // Finish out of order: the newest trial, and every third round the
+        // oldest running one, which lets the settled front move on.
+        if round % 2 == 0 {
+            let newest = running.pop().unwrap();
+            finish(&s, newest, round as f64);
+        }
+        if round % 3 == 0 && !running.is_empty() {
+            let oldest = running.remove(0);
+            s.finish_trial(oldest, TrialState::Pruned, None, &[])
+                .unwrap();
+        }
+        let snap = s.trial_snapshot(id).unwrap();
+        let values = snapshot_values(&snap);
+        assert_eq!(values, trial_values(&s, id), "round {round}");
+        if round % 10 == 0 {
+            taken.push((snap, values));
+        }
+    }
+    for t in running {
+        finish(&s, t, 0.0);
+    }
+    while let Some(t) = s.claim_waiting_trial(id).unwrap() {
+        finish(&s, t.id, 0.0);
+    }
+    let snap = s.trial_snapshot(id).unwrap();
+    assert_eq!(snapshot_values(&snap), trial_values(&s, id));
+    assert_eq!(
+        snap.settled_len(),
+        snap.len(),
+        "every trial is finished, but the front stops at {:?}",
+        snap.get(snap.settled_len())
+    );
+    assert_eq!(
+        snapshot_values(&s.trial_snapshot(other).unwrap()),
+        trial_values(&s, other)
+    );
+    for (snap, values) in taken {
+        assert_eq!(
+            snapshot_values(&snap),
+            values,
+            "a snapshot changed after it was taken"
+        );
+    }
+}
+
+/// Taking a snapshot after one more trial copies a bounded number of
+/// trials, not the study: the finished trials are shared (the cost contract
+/// of "Reads are cheap" in the [storage docs](super)).
+pub fn snapshots_share_finished_trials<S: Storage>(make: &impl Fn() -> S) {
+    // A bound well above one chunk of the settled front plus the running
+    // trials, and well below the size of the study.
+    const BOUND: usize = 100;
+    let s = make();
+    let id = s.create_study("s", &[Direction::Minimize]).unwrap();
+    let slow = s.create_trial(id, None).unwrap();
+    for _ in 0..300 {
+        let t = s.start_trial(id, false).unwrap();
+        finish(&s, t.id, 1.0);
+    }
+    // A trial that stays RUNNING holds the front back until it finishes.
+    finish(&s, slow.id, 0.0);
+    let mut copied = Vec::new();
+    for _ in 0..3 * BOUND {
+        let held = s.trial_snapshot(id).unwrap();
+        let t = s.start_trial(id, false).unwrap();
+        let during = s.trial_snapshot(id).unwrap();
+        finish(&s, t.id, 2.0);
+        let after = s.trial_snapshot(id).unwrap();
+        assert_eq!(during.len(), held.len() + 1);
+        assert_eq!(after.len(), during.len());
+        copied.extend([during.copied(), after.copied()]);
+    }
+    let worst = copied.iter().copied().max().unwrap_or_default();
+    assert!(
+        worst <= BOUND,
+        "a snapshot of a study of {} trials copied {worst} of them; the finished front must be shared",
+        s.trials(id).unwrap().len()
+    );
 }

@@ -4,7 +4,7 @@ use super::{Storage, StudySummary};
 use crate::direction::Direction;
 use crate::distribution::Distribution;
 use crate::error::{Error, Result};
-use crate::trial::{FrozenTrial, TrialState};
+use crate::trial::{FrozenTrial, SettledTrials, TrialSnapshot, TrialState};
 use chrono::Utc;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -34,6 +34,17 @@ struct StudyData {
     user_attrs: BTreeMap<String, Value>,
     system_attrs: BTreeMap<String, Value>,
     trials: Vec<Arc<FrozenTrial>>,
+    /// The finished front of `trials`, shared with every snapshot; kept up
+    /// to date by every write that finishes a trial.
+    settled: SettledTrials,
+}
+
+impl StudyData {
+    /// The trials that may still change (WAITING or RUNNING) are all here:
+    /// the ones before the settled front are finished.
+    fn unsettled(&self) -> &[Arc<FrozenTrial>] {
+        self.trials.get(self.settled.len()..).unwrap_or_default()
+    }
 }
 
 impl InMemoryStorage {
@@ -135,16 +146,22 @@ impl Inner {
         }
         study.trials.push(Arc::new(t.clone()));
         let ix = study.trials.len() - 1;
+        // A trial created finished (from a template) may extend the front.
+        let settled = study.settled.advance(&study.trials);
         self.trial_index.push((study_id, ix));
+        settled?;
         Ok(t)
     }
 
     /// Moves the oldest WAITING trial to RUNNING.
     fn claim(&mut self, study_id: u64) -> Result<Option<FrozenTrial>> {
         let study = self.study_mut(study_id)?;
+        // Settled trials are finished: look only after them.
+        let from = study.settled.len();
         let Some(t) = study
             .trials
             .iter_mut()
+            .skip(from)
             .find(|t| t.state == TrialState::Waiting)
         else {
             return Ok(None);
@@ -171,6 +188,9 @@ impl Inner {
         t.state = state;
         t.datetime_complete = Some(Utc::now());
         self.heartbeats.remove(&trial_id);
+        let (sid, _) = self.locate(trial_id)?;
+        let study = self.study_mut(sid)?;
+        study.settled.advance(&study.trials)?;
         Ok(Arc::clone(self.trial(trial_id)?))
     }
 }
@@ -191,6 +211,7 @@ impl Storage for InMemoryStorage {
                 user_attrs: BTreeMap::new(),
                 system_attrs: BTreeMap::new(),
                 trials: Vec::new(),
+                settled: SettledTrials::new(),
             },
         );
         Ok(id)
@@ -353,6 +374,12 @@ impl Storage for InMemoryStorage {
         Ok(self.inner.read()?.study(study_id)?.trials.clone())
     }
 
+    fn trial_snapshot(&self, study_id: u64) -> Result<TrialSnapshot> {
+        let g = self.inner.read()?;
+        let study = g.study(study_id)?;
+        Ok(study.settled.snapshot(study.unsettled().to_vec()))
+    }
+
     fn record_heartbeat(&self, trial_id: u64) -> Result<()> {
         let mut g = self.inner.write()?;
         g.running_mut(trial_id)?;
@@ -363,7 +390,7 @@ impl Storage for InMemoryStorage {
     fn stale_trials(&self, study_id: u64, grace: Duration) -> Result<Vec<u64>> {
         let g = self.inner.read()?;
         Ok(g.study(study_id)?
-            .trials
+            .unsettled()
             .iter()
             .filter(|t| t.state == TrialState::Running)
             .filter(|t| match g.heartbeats.get(&t.id) {

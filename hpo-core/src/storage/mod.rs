@@ -23,9 +23,16 @@
 //!   trial fails with [`crate::Error::TrialFinished`]. This is also the fence
 //!   against a worker that was presumed dead: once its trial has been failed by
 //!   heartbeat expiry, its late writes are rejected.
-//! * **Reads are cheap.** [`Storage::trials`] is called before every trial;
-//!   implementations cache finished trials (they never change) and fetch only
-//!   what changed.
+//! * **Reads are cheap.** [`Storage::trial_snapshot`] is called before and
+//!   after every trial; implementations cache finished trials (they never
+//!   change) and fetch only what changed. Its cost must not grow with the
+//!   study: the built-in storages keep the study's finished front (trials
+//!   `0..k`, all finished) in a [`crate::trial::SettledTrials`] and share it with every
+//!   snapshot, so a snapshot after a few new trials copies only the trials
+//!   from the first unfinished one on ([`TrialSnapshot::copied`]). A trial
+//!   that stays RUNNING (a killed worker, with heartbeats off) holds the front
+//!   back: later trials are copied until it finishes or is failed as stale.
+//!   [`Storage::trials`] is the same list as a new vector (O(trials)).
 //! * **Atomicity.** Every method is one transaction: a crash leaves either the
 //!   old or the new state, never half of a change. Steps that must not be
 //!   separated by a crash are one method: [`Storage::start_trial`] (a trial and
@@ -35,6 +42,7 @@
 //!   and attributes).
 
 mod codec;
+mod finished;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -53,7 +61,7 @@ pub use self::url::{storage_from_url, storage_from_url_read_only};
 use crate::direction::Direction;
 use crate::distribution::Distribution;
 use crate::error::Result;
-use crate::trial::{FrozenTrial, TrialState};
+use crate::trial::{FrozenTrial, TrialSnapshot, TrialState};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -190,6 +198,17 @@ pub trait Storage: Send + Sync {
     /// Every trial of the study, ordered by number.
     fn trials(&self, study_id: u64) -> Result<Vec<Arc<FrozenTrial>>>;
 
+    /// Every trial of the study, ordered by number, as a snapshot that
+    /// shares the finished trials instead of copying them: the same trials
+    /// as [`Storage::trials`]. Studies call it before and after every trial,
+    /// so it must cost O(trials changed since the last call and unfinished
+    /// trials), not O(trials); see "Reads are cheap" in the [module
+    /// docs](self). The provided method wraps [`Storage::trials`] (O(trials));
+    /// every built-in storage overrides it.
+    fn trial_snapshot(&self, study_id: u64) -> Result<TrialSnapshot> {
+        Ok(TrialSnapshot::from(self.trials(study_id)?))
+    }
+
     /// Records that the worker owning a RUNNING trial is alive. Storages
     /// without heartbeat support ignore it.
     fn record_heartbeat(&self, _trial_id: u64) -> Result<()> {
@@ -288,6 +307,9 @@ impl<S: Storage + ?Sized> Storage for Arc<S> {
     }
     fn trials(&self, study_id: u64) -> Result<Vec<Arc<FrozenTrial>>> {
         (**self).trials(study_id)
+    }
+    fn trial_snapshot(&self, study_id: u64) -> Result<TrialSnapshot> {
+        (**self).trial_snapshot(study_id)
     }
     fn record_heartbeat(&self, trial_id: u64) -> Result<()> {
         (**self).record_heartbeat(trial_id)

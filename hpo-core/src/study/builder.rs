@@ -163,6 +163,7 @@ impl StudyBuilder {
                 heartbeat: self.heartbeat,
                 retry: self.retry,
                 beats: Mutex::new(Default::default()),
+                best_settled: Mutex::new(Default::default()),
             }),
         })
     }

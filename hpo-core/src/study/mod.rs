@@ -20,7 +20,8 @@ use crate::pruner::Pruner;
 use crate::sampler::Sampler;
 use crate::storage::Storage;
 use crate::trial::{
-    FailureKind, FrozenTrial, IntoTrialResult, TrialError, TrialState, FIXED_PARAMS_ATTR,
+    FailureKind, FrozenTrial, IntoTrialResult, TrialError, TrialSnapshot, TrialState,
+    FIXED_PARAMS_ATTR,
 };
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -40,16 +41,20 @@ pub(crate) struct StudyCore {
     pub(crate) retry: Option<RetryPolicy>,
     /// Heartbeat threads of this handle's running trials, by trial id.
     pub(crate) beats: Mutex<HashMap<u64, heartbeat::HeartbeatThread>>,
+    /// How many settled trials (see [`TrialSnapshot::settled_len`]) the best
+    /// trial was last looked for among, and the best of them: settled trials
+    /// never change, so the next look starts after them.
+    pub(crate) best_settled: Mutex<(usize, Option<Arc<FrozenTrial>>)>,
 }
 
 impl StudyCore {
     /// The view a sampler gets for `trial`: restricted to its pruning bracket, if any.
     pub(crate) fn sampler_view<'a>(
         &'a self,
-        history: &'a [Arc<FrozenTrial>],
+        history: &'a TrialSnapshot,
         trial: &FrozenTrial,
     ) -> StudyView<'a> {
-        let full = StudyView::new(&self.name, &self.directions, history);
+        let full = StudyView::from_snapshot(&self.name, &self.directions, history);
         match self.pruner.bracket(&full, trial) {
             None => full,
             Some(b) => {
@@ -63,8 +68,29 @@ impl StudyCore {
         }
     }
 
-    pub(crate) fn pruner_view<'a>(&'a self, trials: &'a [Arc<FrozenTrial>]) -> StudyView<'a> {
-        StudyView::new(&self.name, &self.directions, trials)
+    pub(crate) fn pruner_view<'a>(&'a self, trials: &'a TrialSnapshot) -> StudyView<'a> {
+        StudyView::from_snapshot(&self.name, &self.directions, trials)
+    }
+
+    /// The best COMPLETE trial of `history` for `dir` (ties: lowest number),
+    /// looking at each settled trial once over the life of this study handle.
+    pub(crate) fn best_in(
+        &self,
+        history: &TrialSnapshot,
+        dir: Direction,
+    ) -> Result<Option<Arc<FrozenTrial>>> {
+        let mut g = self.best_settled.lock()?;
+        let (seen, best) = &mut *g;
+        let settled = history.settled_len();
+        if settled < *seen {
+            // Not the front seen before (a storage without a settled front).
+            *seen = 0;
+            *best = None;
+        }
+        let newly = history.iter_from(*seen).take(settled - *seen);
+        *best = best_of(best.iter().chain(newly), dir);
+        *seen = settled;
+        Ok(best_of(best.iter().chain(history.iter_from(settled)), dir))
     }
 }
 
@@ -223,15 +249,15 @@ impl Study {
             }
             other => other?,
         };
-        let history = core.storage.trials(core.id)?;
+        let history = core.storage.trial_snapshot(core.id)?;
         let view = core.sampler_view(&history, &finished);
         core.sampler.after_trial(&view, &finished);
         self.log_finished(&finished, &history);
         Ok(finished)
     }
 
-    fn log_finished(&self, t: &FrozenTrial, history: &[Arc<FrozenTrial>]) {
-        // Formatting and the best-trial scan cost O(history); skip them when
+    fn log_finished(&self, t: &FrozenTrial, history: &TrialSnapshot) {
+        // Formatting and the best-trial look-up cost time; skip them when
         // nobody listens (the common case in benchmarks and libraries).
         let enabled = if t.state == TrialState::Fail {
             tracing::enabled!(tracing::Level::WARN)
@@ -244,17 +270,18 @@ impl Study {
         let params: Vec<String> = t.params().iter().map(|(k, v)| format!("{k}={v}")).collect();
         match t.state {
             TrialState::Complete => {
-                let best = (self.core.directions.len() == 1)
-                    .then(|| best_of(history, self.core.directions[0]))
-                    .flatten()
-                    .map(|b| {
-                        format!(
-                            "; best is trial {} with value {:?}",
-                            b.number,
-                            b.value().unwrap_or(f64::NAN)
-                        )
-                    })
-                    .unwrap_or_default();
+                let best = match self.core.directions.as_slice() {
+                    [dir] => self.core.best_in(history, *dir).ok().flatten(),
+                    _ => None,
+                }
+                .map(|b| {
+                    format!(
+                        "; best is trial {} with value {:?}",
+                        b.number,
+                        b.value().unwrap_or(f64::NAN)
+                    )
+                })
+                .unwrap_or_default();
                 tracing::info!(
                     study = %self.core.name,
                     "trial {} finished with values {:?} and parameters {{{}}}{best}",
@@ -323,7 +350,9 @@ impl Study {
     /// The best COMPLETE trial of a single-objective study (ties: lowest number).
     pub fn best_trial(&self) -> Result<Arc<FrozenTrial>> {
         let dir = self.single_direction("best_trial")?;
-        best_of(&self.trials()?, dir)
+        let history = self.core.storage.trial_snapshot(self.core.id)?;
+        self.core
+            .best_in(&history, dir)?
             .ok_or_else(|| Error::NoCompletedTrials(self.core.name.clone()))
     }
 
@@ -378,9 +407,15 @@ impl Study {
 }
 
 /// The best COMPLETE trial in `trials` for `dir` (ties: lowest number).
-pub(crate) fn best_of(trials: &[Arc<FrozenTrial>], dir: Direction) -> Option<Arc<FrozenTrial>> {
+pub(crate) fn best_of<'a>(
+    trials: impl IntoIterator<Item = &'a Arc<FrozenTrial>>,
+    dir: Direction,
+) -> Option<Arc<FrozenTrial>> {
     let mut best: Option<&Arc<FrozenTrial>> = None;
-    for t in trials.iter().filter(|t| t.state == TrialState::Complete) {
+    for t in trials
+        .into_iter()
+        .filter(|t| t.state == TrialState::Complete)
+    {
         let Some(v) = t.value() else { continue };
         match best.and_then(|b| b.value()) {
             Some(bv) if !dir.is_better(v, bv) => {}

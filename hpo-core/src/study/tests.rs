@@ -388,3 +388,38 @@ fn frozen_params_are_the_values_the_objective_saw() {
         );
     }
 }
+
+#[test]
+fn best_trial_is_right_across_the_settled_front_and_ties() {
+    for dir in [Direction::Minimize, Direction::Maximize] {
+        let s = Study::builder()
+            .direction(dir)
+            .sampler(RandomSampler::seeded(1))
+            .build()
+            .unwrap();
+        // A trial that stays RUNNING for a while holds the settled front back.
+        let slow = s.ask().unwrap();
+        let mut slow = Some(slow);
+        for i in 0..300u64 {
+            let t = s.ask().unwrap();
+            // Values repeat, so ties are common; some trials fail or are pruned.
+            let result = match i % 13 {
+                5 => Err(TrialError::Failed("no".into())),
+                7 => Err(TrialError::Pruned),
+                _ => Ok(((i * 37) % 11) as f64),
+            };
+            s.tell(t, result).unwrap();
+            if i == 150 {
+                s.tell(slow.take().unwrap(), Ok::<f64, TrialError>(5.0))
+                    .unwrap();
+            }
+            let brute = super::best_of(s.trials().unwrap().iter(), dir).unwrap();
+            let best = s.best_trial().unwrap();
+            assert_eq!(
+                (best.number, best.value()),
+                (brute.number, brute.value()),
+                "{dir:?} after {i}"
+            );
+        }
+    }
+}

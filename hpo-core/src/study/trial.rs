@@ -6,7 +6,7 @@ use crate::distribution::{
     Support,
 };
 use crate::error::{Error, Result};
-use crate::trial::FrozenTrial;
+use crate::trial::{FrozenTrial, TrialSnapshot};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,7 +20,7 @@ pub struct Trial {
     core: Arc<StudyCore>,
     frozen: FrozenTrial,
     /// Finished and running trials of the study as seen when this trial began.
-    history: Vec<Arc<FrozenTrial>>,
+    history: TrialSnapshot,
     relative_space: BTreeMap<String, Distribution>,
     relative_params: BTreeMap<String, f64>,
     fixed: BTreeMap<String, ParamValue>,
@@ -39,7 +39,7 @@ impl std::fmt::Debug for Trial {
 impl Trial {
     /// Starts a trial: samples the relative (joint) parameters up front.
     pub(crate) fn start(core: Arc<StudyCore>, frozen: FrozenTrial) -> Result<Trial> {
-        let history = core.storage.trials(core.id)?;
+        let history = core.storage.trial_snapshot(core.id)?;
         let fixed = frozen.fixed_params();
         let mut trial = Trial {
             core,
@@ -279,7 +279,7 @@ impl Trial {
         if self.frozen.intermediate_values.is_empty() {
             return Ok(false);
         }
-        let trials = self.core.storage.trials(self.core.id)?;
+        let trials = self.core.storage.trial_snapshot(self.core.id)?;
         let decision = {
             let view = self.core.pruner_view(&trials);
             self.core.pruner.prune(&view, &self.frozen)?

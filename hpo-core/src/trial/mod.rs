@@ -6,9 +6,11 @@
 mod attrs;
 mod error;
 mod frozen;
+mod snapshot;
 mod state;
 
 pub use self::attrs::{FAILED_TRIAL_ATTR, FIXED_PARAMS_ATTR, RETRY_HISTORY_ATTR};
 pub use self::error::{IntoTrialResult, TrialError, TrialOutcome};
 pub use self::frozen::FrozenTrial;
+pub use self::snapshot::{SettledTrials, TrialSnapshot};
 pub use self::state::{FailureKind, TrialState};

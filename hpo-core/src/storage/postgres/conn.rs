@@ -6,11 +6,12 @@
 use super::connect::{PostgresOptions, Target};
 use super::PostgresStorage;
 use crate::error::{Error, Result};
+use crate::storage::finished::FinishedTrials;
 use crate::trial::FrozenTrial;
 use postgres::types::ToSql;
 use postgres::{Client, GenericClient, Row, Statement};
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, MutexGuard};
+use std::collections::HashMap;
+use std::sync::MutexGuard;
 use std::time::Duration;
 
 /// How many times an operation the server aborted (serialization failure,
@@ -52,7 +53,7 @@ pub(super) struct Inner {
 #[derive(Default)]
 pub(super) struct StudyCache {
     /// Finished trials by number.
-    pub(super) finished: BTreeMap<u64, Arc<FrozenTrial>>,
+    pub(super) finished: FinishedTrials,
     /// Every trial of the study with a smaller id is finished and cached.
     pub(super) low_water: i32,
 }

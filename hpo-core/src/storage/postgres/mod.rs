@@ -54,7 +54,8 @@ use std::sync::Mutex;
 /// * **Incremental reads.** As in the SQLite storage, finished trials are
 ///   cached per study and never re-read; a read fetches only the trial rows
 ///   from the oldest unfinished trial on and the details of trials it does
-///   not hold.
+///   not hold; the cached front of finished trials is shared with every
+///   [`TrialSnapshot`](crate::TrialSnapshot), not copied.
 /// * **Durability.** By default a commit does not wait for the server's disk
 ///   flush (`synchronous_commit = off` on this storage's connections): a
 ///   commit is visible to every worker at once and survives any worker's

@@ -12,7 +12,7 @@ use crate::distribution::Distribution;
 use crate::error::{Error, Result};
 use crate::storage::codec;
 use crate::storage::{Storage, StudySummary};
-use crate::trial::{FrozenTrial, TrialState};
+use crate::trial::{FrozenTrial, TrialSnapshot, TrialState};
 use postgres::Row;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -305,7 +305,7 @@ impl Storage for PostgresStorage {
                 .entry(study_id)
                 .or_default()
                 .finished
-                .insert(failed.number, Arc::clone(&failed));
+                .insert(Arc::clone(&failed));
             if let Some(t) = copy.as_ref().filter(|t| t.state == TrialState::Running) {
                 db.owned.insert(t.id, (study_id, t.clone()));
             }
@@ -427,7 +427,7 @@ impl Storage for PostgresStorage {
                         .entry(study_id)
                         .or_default()
                         .finished
-                        .insert(t.number, Arc::clone(&t));
+                        .insert(Arc::clone(&t));
                     Ok(t)
                 }
                 None => Ok(Arc::new(load_one(&mut db.db(), trial_id)?)),
@@ -450,6 +450,10 @@ impl Storage for PostgresStorage {
     }
 
     fn trials(&self, study_id: u64) -> Result<Vec<Arc<FrozenTrial>>> {
+        Ok(self.trial_snapshot(study_id)?.to_vec())
+    }
+
+    fn trial_snapshot(&self, study_id: u64) -> Result<TrialSnapshot> {
         let sid = id32(study_id)?;
         self.op(|db| {
             if !db.caches.contains_key(&study_id) && !db.study_exists(study_id)? {
@@ -470,7 +474,7 @@ impl Storage for PostgresStorage {
             for row in &rows {
                 let row = trial_row(row)?;
                 max_id = max_id.max(row.id);
-                if cache.is_some_and(|c| c.finished.contains_key(&(row.number.max(0) as u64))) {
+                if cache.is_some_and(|c| c.finished.contains(row.number.max(0) as u64)) {
                     continue;
                 }
                 if !row.state.is_finished() {
@@ -488,7 +492,7 @@ impl Storage for PostgresStorage {
             for t in loaded {
                 if t.state.is_finished() {
                     db.owned.remove(&t.id);
-                    cache.finished.insert(t.number, Arc::new(t));
+                    cache.finished.insert(Arc::new(t));
                 } else {
                     current.push(Arc::new(t));
                 }
@@ -498,12 +502,7 @@ impl Storage for PostgresStorage {
             } else {
                 new_low
             };
-            let mut all: Vec<Arc<FrozenTrial>> = cache.finished.values().cloned().collect();
-            if !current.is_empty() {
-                all.extend(current);
-                all.sort_by_key(|t| t.number);
-            }
-            Ok(all)
+            Ok(cache.finished.snapshot(current))
         })
     }
 
@@ -629,7 +628,12 @@ impl PostgresStorage {
                 t.datetime_start = Some(codec::parse_datetime(field(2))?);
                 t
             };
-            db.claim_from.insert(study_id, id);
+            // Only a start that looked for a WAITING trial may move the
+            // claim mark: without the look (`create_trial`), a trial enqueued
+            // before this one, with a smaller id, may still be WAITING.
+            if claim {
+                db.claim_from.insert(study_id, id);
+            }
             db.owned.insert(t.id, (study_id, t.clone()));
             Ok(t)
         })

@@ -3,11 +3,12 @@
 
 use super::SqliteStorage;
 use crate::error::{Error, Result};
+use crate::storage::finished::FinishedTrials;
 use crate::trial::FrozenTrial;
 use rusqlite::{Connection, ErrorCode};
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::{Arc, MutexGuard};
+use std::sync::MutexGuard;
 use std::time::Duration;
 
 /// How many times a busy database is retried after the busy timeout expired.
@@ -50,52 +51,9 @@ impl Counters {
 #[derive(Default)]
 pub(super) struct StudyCache {
     /// Finished trials by number.
-    pub(super) finished: Finished,
+    pub(super) finished: FinishedTrials,
     /// Every trial of the study with a smaller id is finished and cached.
     pub(super) low_water: i64,
-}
-
-/// A study's finished trials in number order. A vector rather than a map:
-/// [`Storage::trials`](crate::storage::Storage::trials) copies it on every
-/// call, and copying a slice of `Arc`s is several times cheaper than
-/// collecting a map's values and sorting them (at 100,000 trials that copy
-/// was most of a study's per-trial time).
-#[derive(Default)]
-pub(super) struct Finished(Vec<Arc<FrozenTrial>>);
-
-impl Finished {
-    /// Whether trial `number` is held.
-    pub(super) fn contains(&self, number: u64) -> bool {
-        self.0.binary_search_by_key(&number, |t| t.number).is_ok()
-    }
-
-    /// Adds (or replaces) a finished trial; appending is the common case.
-    pub(super) fn insert(&mut self, t: Arc<FrozenTrial>) {
-        if self.0.last().is_none_or(|last| last.number < t.number) {
-            self.0.push(t);
-            return;
-        }
-        match self.0.binary_search_by_key(&t.number, |x| x.number) {
-            Ok(i) => self.0[i] = t,
-            Err(i) => self.0.insert(i, t),
-        }
-    }
-
-    /// Every finished trial and the `current` unfinished ones, by number.
-    pub(super) fn with(&self, mut current: Vec<Arc<FrozenTrial>>) -> Vec<Arc<FrozenTrial>> {
-        let mut all = Vec::with_capacity(self.0.len() + current.len());
-        all.extend_from_slice(&self.0);
-        current.sort_by_key(|t| t.number);
-        for t in current {
-            if all.last().is_none_or(|last| last.number < t.number) {
-                all.push(t);
-            } else {
-                let i = all.partition_point(|x| x.number < t.number);
-                all.insert(i, t);
-            }
-        }
-        all
-    }
 }
 
 /// An error inside a storage operation: SQLite's (retried when busy) or ours.

@@ -55,7 +55,10 @@ use std::time::Duration;
 ///   does not already hold. RUNNING trials owned by this storage are kept
 ///   write-through in memory (only their owner writes them), so they are not
 ///   re-read either, until [`Storage::release_trial`](crate::storage::Storage::release_trial)
-///   hands one to another process.
+///   hands one to another process. The cached front of finished trials (trials `0..k`, all
+///   finished) is shared with every [`TrialSnapshot`](crate::TrialSnapshot)
+///   ([`Storage::trial_snapshot`](crate::storage::Storage::trial_snapshot))
+///   rather than copied, so a read costs what changed, not the study's size.
 /// * **Durability.** `synchronous = NORMAL` in WAL mode: a committed
 ///   transaction survives a crash of the process (it is in the WAL, which the
 ///   OS writes out); after a power loss or OS crash the database is intact but

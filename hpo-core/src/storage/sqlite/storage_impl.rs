@@ -9,7 +9,7 @@ use crate::distribution::Distribution;
 use crate::error::{Error, Result};
 use crate::storage::codec;
 use crate::storage::{Storage, StudySummary};
-use crate::trial::{FrozenTrial, TrialState};
+use crate::trial::{FrozenTrial, TrialSnapshot, TrialState};
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -449,6 +449,10 @@ impl Storage for SqliteStorage {
     }
 
     fn trials(&self, study_id: u64) -> Result<Vec<Arc<FrozenTrial>>> {
+        Ok(self.trial_snapshot(study_id)?.to_vec())
+    }
+
+    fn trial_snapshot(&self, study_id: u64) -> Result<TrialSnapshot> {
         self.op(|db| {
             if !db.caches.contains_key(&study_id) && !db.study_exists(study_id)? {
                 return Err(Error::StudyIdNotFound(study_id).into());
@@ -497,7 +501,7 @@ impl Storage for SqliteStorage {
             } else {
                 new_low
             };
-            Ok(cache.finished.with(current))
+            Ok(cache.finished.snapshot(current))
         })
     }
 
