@@ -30,6 +30,10 @@
 //! * **`?` records the right outcome.** Errors that are a trial outcome
 //!   (pruned, OOM at the floor, an invalid configuration) carry an
 //!   `hpo_core::TrialOutcome` in their source chain.
+//! * **Freed memory is kept for reuse.** burn's CPU backend allocates a
+//!   buffer per operation; [`allocator::keep_freed_memory`] (called by the
+//!   trainer) stops glibc from handing those back to the kernel after every
+//!   operation only to fault them in again.
 //! * **Reports go through a small trait** ([`TrialSink`]): a live
 //!   `hpo_core::Trial` (report, then ask the pruner) or a [`Recorder`].
 //!
@@ -60,6 +64,7 @@
 //! # }
 //! ```
 
+pub mod allocator;
 pub mod batch;
 pub mod cache;
 pub mod data;

@@ -252,6 +252,7 @@ impl<B: AutodiffBackend> Trainer<B> {
     ) -> Result<(BertClassifier<B>, FitReport)> {
         let cfg = &self.config;
         cfg.validate()?;
+        crate::allocator::keep_freed_memory();
         if data.train.is_empty() || data.valid.is_empty() {
             return Err(Error::Data(
                 "training and validation sets must not be empty".into(),
