@@ -16,7 +16,8 @@
 //! 1. Plans the epoch with the trainer's own [`Trainer::epoch_plan`] and
 //!    writes the exact padded batches (token ids, masks, segment ids, labels,
 //!    each step's learning rate) and the validation batches to
-//!    `OUT_DIR/cpu_training_batches.json`.
+//!    `hpo-cpu-training-batches.json` in the system's temporary directory
+//!    (kept, to replay or profile PyTorch by hand).
 //! 2. Runs the PyTorch reference `bench/cpu_training_torch.py` on that file
 //!    (its interpreter: `$HPO_TORCH_PYTHON`, else the venv that
 //!    `bench/torch-venv.sh` creates, which installs torch and transformers;
@@ -276,7 +277,7 @@ fn main() -> anyhow::Result<()> {
         .map(|s| s.len() * s.iter().map(|&i| train_ex[i].len()).max().unwrap_or(0))
         .sum();
     let real: usize = train_ex.iter().map(EncodedExample::len).sum();
-    let batches_path = out_dir.join("cpu_training_batches.json");
+    let batches_path = std::env::temp_dir().join("hpo-cpu-training-batches.json");
     let batches = json!({
         "checkpoint": checkpoint_dir,
         "model": {
@@ -303,11 +304,12 @@ fn main() -> anyhow::Result<()> {
     });
     std::fs::write(&batches_path, serde_json::to_string(&batches)?)?;
     eprintln!(
-        "{} steps, {} examples, {real} real tokens, {padded} padded; checkpoint {:?}; load {}",
+        "{} steps, {} examples, {real} real tokens, {padded} padded; checkpoint {:?}; load {}; batches in {}",
         plan.len(),
         train_ex.len(),
         checkpoint_dir,
-        load_start
+        load_start,
+        batches_path.display()
     );
 
     let python = if torch_runs > 0 {
@@ -316,7 +318,7 @@ fn main() -> anyhow::Result<()> {
         None
     };
     let mut torch = Vec::new();
-    let torch_out = out_dir.join("cpu_training_torch_run.json");
+    let torch_out = std::env::temp_dir().join("hpo-cpu-training-torch.json");
     if let Some(py) = &python {
         torch.push(run_torch(py, &root, &batches_path, &torch_out)?);
     }
@@ -370,6 +372,7 @@ fn main() -> anyhow::Result<()> {
         "accuracy": epoch.valid.accuracy,
         "macro_f1_again": again.macro_f1,
         "threads": std::thread::available_parallelism().map_or(1, |n| n.get()),
+        "matmul_num_threads": std::env::var("MATMUL_NUM_THREADS").ok(),
         "load_average": load_burn,
     });
     eprintln!("{burn}");

@@ -34,6 +34,10 @@
 //!   buffer per operation; [`allocator::keep_freed_memory`] (called by the
 //!   trainer) stops glibc from handing those back to the kernel after every
 //!   operation only to fault them in again.
+//! * **One level of CPU threads.** rayon splits batched matrix products
+//!   across the cores; [`threads::single_level_matmul`] (also called by the
+//!   trainer) keeps matrixmultiply from starting threads of its own inside
+//!   each of them.
 //! * **Reports go through a small trait** ([`TrialSink`]): a live
 //!   `hpo_core::Trial` (report, then ask the pruner) or a [`Recorder`].
 //!
@@ -74,6 +78,7 @@ pub mod model;
 pub mod oom;
 pub mod pretrained;
 mod task;
+pub mod threads;
 pub mod tokenize;
 pub mod train;
 
