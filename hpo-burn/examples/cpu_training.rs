@@ -485,5 +485,22 @@ fn markdown(r: &Value) -> String {
         m["load_average_start"].as_str().unwrap_or("?"),
         m["load_average_end"].as_str().unwrap_or("?"),
     ));
+    let cores = m["cores"].as_f64().unwrap_or(1.0);
+    let busiest = ["load_average_start", "load_average_end"]
+        .iter()
+        .filter_map(|k| {
+            m[*k]
+                .as_str()?
+                .split_whitespace()
+                .next()?
+                .parse::<f64>()
+                .ok()
+        })
+        .fold(0.0, f64::max);
+    if busiest > cores {
+        md.push_str(&format!(
+            "\n**Not a fair comparison:** the load average ({busiest:.1}) was above the core count ({cores}). PyTorch's OpenMP threads spin while they wait for descheduled peers, so its times inflate far more than hpo-burn's under contention and the ratio flatters hpo-burn; measure on an otherwise idle machine.\n"
+        ));
+    }
     md
 }
