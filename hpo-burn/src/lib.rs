@@ -41,6 +41,14 @@
 //! * **`?` records the right outcome.** Errors that are a trial outcome
 //!   (pruned, OOM at the floor, an invalid configuration) carry an
 //!   `hpo_core::TrialOutcome` in their source chain.
+//! * **Freed memory is kept for reuse.** burn's CPU backend allocates a
+//!   buffer per operation; [`allocator::keep_freed_memory`] (called by the
+//!   trainer) stops glibc from handing those back to the kernel after every
+//!   operation only to fault them in again.
+//! * **One level of CPU threads.** rayon splits batched matrix products
+//!   across the cores; [`threads::single_level_matmul`] (also called by the
+//!   trainer) keeps matrixmultiply from starting threads of its own inside
+//!   each of them.
 //! * **Reports go through a small trait** ([`TrialSink`]): a live
 //!   `hpo_core::Trial` (report, then ask the pruner) or a [`Recorder`].
 //!
@@ -71,6 +79,7 @@
 //! # }
 //! ```
 
+pub mod allocator;
 pub mod batch;
 pub mod cache;
 pub mod data;
@@ -83,6 +92,7 @@ pub mod panic_guard;
 pub mod pretrained;
 pub mod read;
 mod task;
+pub mod threads;
 pub mod tokenize;
 pub mod train;
 

@@ -162,6 +162,9 @@ pub struct EpochReport {
     pub micro_batch: usize,
     /// Wall time of training (not evaluation) in seconds.
     pub train_seconds: f64,
+    /// Wall time of the validation pass in seconds.
+    #[serde(default)]
+    pub eval_seconds: f64,
     /// Real (non-padding) tokens trained on.
     pub tokens: u64,
     /// Tokens including padding.
@@ -266,6 +269,8 @@ impl<B: AutodiffBackend> Trainer<B> {
     ) -> Result<(BertClassifier<B>, FitReport)> {
         let cfg = &self.config;
         cfg.validate()?;
+        crate::allocator::keep_freed_memory();
+        crate::threads::single_level_matmul();
         if data.train.is_empty() || data.valid.is_empty() {
             return Err(Error::Data(
                 "training and validation sets must not be empty".into(),
@@ -280,7 +285,6 @@ impl<B: AutodiffBackend> Trainer<B> {
         sink.record("estimated_peak_bytes", json!(estimate.total()))?;
 
         let effective = cfg.effective_batch();
-        let lengths: Vec<usize> = data.train.iter().map(EncodedExample::len).collect();
         let steps_per_epoch = data.train.len().div_ceil(effective);
         let schedule = WarmupLinear::new(
             cfg.learning_rate,
@@ -302,12 +306,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         let mut stopped_early = false;
 
         for epoch in 1..=cfg.epochs as u64 {
-            let plan = plan_batches(
-                &lengths,
-                effective,
-                Some(cfg.seed ^ epoch.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
-                cfg.bucket_by_length,
-            );
+            let plan = self.epoch_plan(data.train, epoch);
             let step0 = (epoch as usize - 1) * steps_per_epoch;
             let started = Instant::now();
             let run = loop {
@@ -359,7 +358,9 @@ impl<B: AutodiffBackend> Trainer<B> {
             let train_seconds = started.elapsed().as_secs_f64();
             model = run.model;
             optim = run.optim;
+            let eval_started = Instant::now();
             let valid = self.evaluate(&model.valid(), data)?;
+            let eval_seconds = eval_started.elapsed().as_secs_f64();
             // Nothing computed while a backend thread was failing is reported.
             watch.check()?;
             let report = EpochReport {
@@ -368,6 +369,7 @@ impl<B: AutodiffBackend> Trainer<B> {
                 valid,
                 micro_batch: micro,
                 train_seconds,
+                eval_seconds,
                 tokens: run.tokens,
                 padded_tokens: run.padded,
             };
@@ -400,6 +402,21 @@ impl<B: AutodiffBackend> Trainer<B> {
             stopped_early,
         };
         Ok((best_model.unwrap_or(model), report))
+    }
+
+    /// The optimizer steps of 1-based `epoch` over `train`: each step's
+    /// example indices, in the order [`fit`](Self::fit) trains on them
+    /// (shuffled by the seed and the epoch, bucketed by length when
+    /// configured). A benchmark replays exactly these batches elsewhere.
+    pub fn epoch_plan(&self, train: &[EncodedExample], epoch: u64) -> Vec<Vec<usize>> {
+        let cfg = &self.config;
+        let lengths: Vec<usize> = train.iter().map(EncodedExample::len).collect();
+        plan_batches(
+            &lengths,
+            cfg.effective_batch(),
+            Some(cfg.seed ^ epoch.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            cfg.bucket_by_length,
+        )
     }
 
     fn record_final<S: TrialSink>(&self, sink: &mut S, micro: usize, retries: usize) -> Result<()> {
