@@ -22,6 +22,7 @@ mod postgres_storage;
 mod pruner_fixtures;
 mod pruning_study;
 mod qmc;
+mod sampler_suite;
 mod sampler_conformance;
 mod sampler_processes;
 mod sampler_streams;
