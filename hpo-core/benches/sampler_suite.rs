@@ -85,7 +85,10 @@ fn main() -> Result<()> {
     let mut reference_path = root.join("bench/reference/optuna/sampler_suite.json");
     let mut out_dir = root.join("bench/results");
     let mut label = String::new();
-    let command: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let command: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let mut args = command.iter();
     while let Some(a) = args.next() {
         let mut value = || args.next().with_context(|| format!("{a} needs a value"));
@@ -118,7 +121,11 @@ fn main() -> Result<()> {
             other => bail!("unknown argument `{other}`"),
         }
     }
-    spec.checkpoints = suite::BUDGETS.iter().copied().filter(|b| *b <= budget).collect();
+    spec.checkpoints = suite::BUDGETS
+        .iter()
+        .copied()
+        .filter(|b| *b <= budget)
+        .collect();
     if spec.checkpoints.is_empty() {
         spec.checkpoints.push(budget);
     }
@@ -218,11 +225,7 @@ fn main() -> Result<()> {
         )?;
         for ((h, problem), per) in groups.iter().filter(|((h, _), _)| *h == half) {
             for (k, budget) in spec.checkpoints.iter().enumerate() {
-                write!(
-                    md,
-                    "| {problem} | {} | {budget} |",
-                    fmt(optimum[problem])
-                )?;
+                write!(md, "| {problem} | {} | {budget} |", fmt(optimum[problem]))?;
                 for s in &spec.samplers {
                     let (m, a, b) = stats(&per[s][k]);
                     write!(md, " {} [{}, {}] |", fmt(m), fmt(a), fmt(b))?;
@@ -246,16 +249,34 @@ fn main() -> Result<()> {
     }
 
     // Mean rank of each sampler's median per (half, budget), average ranks for ties.
-    writeln!(md, "## Mean rank of the median (1 = best), hpo's samplers\n")?;
-    writeln!(md, "| half | budget | problems |{}", spec.samplers.iter().map(|s| format!(" {s} |")).collect::<String>())?;
+    writeln!(
+        md,
+        "## Mean rank of the median (1 = best), hpo's samplers\n"
+    )?;
+    writeln!(
+        md,
+        "| half | budget | problems |{}",
+        spec.samplers
+            .iter()
+            .map(|s| format!(" {s} |"))
+            .collect::<String>()
+    )?;
     writeln!(md, "|---|---|---|{}", "---|".repeat(spec.samplers.len()))?;
     let mut ranks_json = Vec::new();
     for half in [Half::Tuning, Half::HeldOut] {
         for (k, budget) in spec.checkpoints.iter().enumerate() {
             let mut sum = vec![0.0; spec.samplers.len()];
             let mut n = 0usize;
-            for per in groups.iter().filter(|((h, _), _)| *h == half).map(|(_, p)| p) {
-                let meds: Vec<f64> = spec.samplers.iter().map(|s| suite::median(&per[s][k])).collect();
+            for per in groups
+                .iter()
+                .filter(|((h, _), _)| *h == half)
+                .map(|(_, p)| p)
+            {
+                let meds: Vec<f64> = spec
+                    .samplers
+                    .iter()
+                    .map(|s| suite::median(&per[s][k]))
+                    .collect();
                 for (i, m) in meds.iter().enumerate() {
                     let below = meds.iter().filter(|x| *x < m).count() as f64;
                     let equal = meds.iter().filter(|x| *x == m).count() as f64;
@@ -285,7 +306,10 @@ fn main() -> Result<()> {
              index (independent random streams), Wilcoxon signed-rank, exact, two-sided, 5 %; \
              not significant = tie. With fewer than 6 seeds no difference can be significant.\n"
         )?;
-        writeln!(md, "| half | budget | problems | no worse | strictly better | worse |")?;
+        writeln!(
+            md,
+            "| half | budget | problems | no worse | strictly better | worse |"
+        )?;
         writeln!(md, "|---|---|---|---|---|---|")?;
         let mut detail = String::new();
         for half in [Half::Tuning, Half::HeldOut] {
@@ -322,8 +346,10 @@ fn main() -> Result<()> {
                         p,
                         verdict.as_str()
                     )?;
-                    comparisons.push(json!({"problem": problem, "half": half.as_str(), "budget": budget,
-                        "pairs": a.len(), "p": p, "verdict": verdict.as_str()}));
+                    comparisons.push(
+                        json!({"problem": problem, "half": half.as_str(), "budget": budget,
+                        "pairs": a.len(), "p": p, "verdict": verdict.as_str()}),
+                    );
                 }
                 if n == 0 {
                     continue;
@@ -340,7 +366,10 @@ fn main() -> Result<()> {
                 )?;
             }
         }
-        writeln!(md, "\n| problem | budget | pairs | hpo TPE median | Optuna TPE median | p | verdict |")?;
+        writeln!(
+            md,
+            "\n| problem | budget | pairs | hpo TPE median | Optuna TPE median | p | verdict |"
+        )?;
         writeln!(md, "|---|---|---|---|---|---|---|")?;
         md.push_str(&detail);
     }

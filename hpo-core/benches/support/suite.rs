@@ -217,12 +217,7 @@ impl Problem {
     /// `bbob_f07_i1_d5`, `mixed1_model_choice`.
     pub fn name(&self) -> String {
         match self {
-            Problem::Bbob(f) => format!(
-                "bbob_f{:02}_i{}_d{}",
-                f.function(),
-                f.instance(),
-                f.dim()
-            ),
+            Problem::Bbob(f) => format!("bbob_f{:02}_i{}_d{}", f.function(), f.instance(), f.dim()),
             Problem::Mixed(m) => m.name().to_string(),
         }
     }
@@ -270,7 +265,12 @@ pub fn make_sampler(name: &str, seed: u64) -> Result<Arc<dyn Sampler>> {
 /// One study: `n_trials` sequential trials of `problem` under `sampler`
 /// seeded with `seed`; the best feasible value after each trial (`None`
 /// until the first feasible one).
-pub fn run(problem: &Problem, sampler: &str, seed: u64, n_trials: usize) -> Result<Vec<Option<f64>>> {
+pub fn run(
+    problem: &Problem,
+    sampler: &str,
+    seed: u64,
+    n_trials: usize,
+) -> Result<Vec<Option<f64>>> {
     let study = Study::builder()
         .direction(Direction::Minimize)
         .sampler(make_sampler(sampler, seed)?)
@@ -318,7 +318,9 @@ impl Spec {
         for &f in &self.functions {
             for &i in &self.instances {
                 for &d in &self.dims {
-                    out.push(Problem::Bbob(Bbob::new(f, i, d).map_err(anyhow::Error::msg)?));
+                    out.push(Problem::Bbob(
+                        Bbob::new(f, i, d).map_err(anyhow::Error::msg)?,
+                    ));
                 }
             }
         }
@@ -509,12 +511,17 @@ pub fn read_reference(path: &Path) -> Result<(Reference, Value)> {
     )
     .with_context(|| format!("parsing {}", path.display()))?;
     for r in json["runs"].as_array().context("reference: no `runs`")? {
-        let (Some(p), Some(s), Some(seed)) =
-            (r["problem"].as_str(), r["sampler"].as_str(), r["seed"].as_u64())
-        else {
+        let (Some(p), Some(s), Some(seed)) = (
+            r["problem"].as_str(),
+            r["sampler"].as_str(),
+            r["seed"].as_u64(),
+        ) else {
             bail!("reference run without problem, sampler or seed: {r}");
         };
-        for (budget, v) in r["best"].as_object().context("reference run without `best`")? {
+        for (budget, v) in r["best"]
+            .as_object()
+            .context("reference run without `best`")?
+        {
             out.entry((p.to_owned(), s.to_owned(), budget.parse()?))
                 .or_default()
                 .insert(seed, v.as_f64().unwrap_or(f64::MAX));

@@ -137,7 +137,10 @@ fn suite_runs_end_to_end_deterministically() {
         assert_eq!(r.best, vec![r.trajectory[9], r.trajectory[24]]);
         let values: Vec<f64> = r.trajectory.iter().flatten().copied().collect();
         // Once feasible, always feasible, and the best so far never rises.
-        assert_eq!(values.len(), r.trajectory.iter().skip_while(|v| v.is_none()).count());
+        assert_eq!(
+            values.len(),
+            r.trajectory.iter().skip_while(|v| v.is_none()).count()
+        );
         assert!(
             values.windows(2).all(|w| w[1] <= w[0]),
             "{} / {}: best so far rose",
@@ -159,7 +162,14 @@ fn suite_runs_end_to_end_deterministically() {
             values[values.len() - 1],
             r.optimum
         );
-        assert_eq!(r.half.as_str(), if r.problem.starts_with("bbob_f01") || r.problem.starts_with("mixed1") { "tuning" } else { "held_out" });
+        assert_eq!(
+            r.half.as_str(),
+            if r.problem.starts_with("bbob_f01") || r.problem.starts_with("mixed1") {
+                "tuning"
+            } else {
+                "held_out"
+            }
+        );
     }
     // Seeds matter: each sampler's three runs are not all the same.
     for s in suite::SAMPLERS {
@@ -170,7 +180,10 @@ fn suite_runs_end_to_end_deterministically() {
                 .map(|r| r.trajectory.clone())
                 .collect();
             assert_eq!(runs.len(), 3);
-            assert!(runs[0] != runs[1] || runs[1] != runs[2], "{s} on {p} ignores its seed");
+            assert!(
+                runs[0] != runs[1] || runs[1] != runs[2],
+                "{s} on {p} ignores its seed"
+            );
         }
     }
     // The same seeds give the same results.
@@ -229,9 +242,9 @@ fn committed_optuna_reference_names_suite_problems() {
     let mut names: Vec<String> = (1..=24)
         .flat_map(|f| {
             [1, 2, 3].into_iter().flat_map(move |i| {
-                [5, 10].into_iter().map(move |d| {
-                    Problem::Bbob(Bbob::new(f, i, d).unwrap()).name()
-                })
+                [5, 10]
+                    .into_iter()
+                    .map(move |d| Problem::Bbob(Bbob::new(f, i, d).unwrap()).name())
             })
         })
         .collect();
@@ -250,7 +263,10 @@ fn committed_optuna_reference_names_suite_problems() {
             Bbob::new(f, i, d).unwrap().f_opt()
         };
         for v in by_seed.values() {
-            assert!(*v >= optimum - 1e-9 * optimum.abs().max(1.0), "{problem}: {v} < {optimum}");
+            assert!(
+                *v >= optimum - 1e-9 * optimum.abs().max(1.0),
+                "{problem}: {v} < {optimum}"
+            );
         }
     }
 }
