@@ -70,6 +70,31 @@ fn finite_or_null(x: f64) -> Value {
     }
 }
 
+/// The 1, 5 and 15 minute load averages (Linux), for the table's label.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".to_owned())
+}
+
+/// The CPU model and the number of CPUs this process may use.
+fn machine() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{model}, {cpus} CPUs")
+}
+
+/// (half, problem) -> sampler -> budget index -> best values, one per seed.
+type Groups = BTreeMap<(Half, String), BTreeMap<String, Vec<Vec<f64>>>>;
+
 fn main() -> Result<()> {
     let mut spec = Spec {
         functions: (1..=24).collect(),
@@ -134,12 +159,15 @@ fn main() -> Result<()> {
     }
     let (reference, reference_meta) = suite::read_reference(&reference_path)?;
 
+    let load_start = load_average();
     let t0 = Instant::now();
     let records = suite::run_suite(&spec, |line| eprintln!("{line}"))?;
     let wall_s = t0.elapsed().as_secs_f64();
+    let load_end = load_average();
+    let machine = machine();
 
     // Group: (half, problem) -> sampler -> budget index -> values by seed.
-    let mut groups: BTreeMap<(Half, String), BTreeMap<String, Vec<Vec<f64>>>> = BTreeMap::new();
+    let mut groups = Groups::new();
     let mut optimum: BTreeMap<String, f64> = BTreeMap::new();
     for r in &records {
         optimum.insert(r.problem.clone(), r.optimum);
@@ -185,7 +213,8 @@ fn main() -> Result<()> {
         "{} problems x {} samplers x {} seeds, budgets {:?}; {:.0} s. Median [q25, q75] of the \
          best feasible value so far (minimisation; `-`: no feasible trial yet). Split: odd BBOB \
          function numbers (and mixed space 1) are the tuning half, even ones (and mixed space 2) \
-         the held-out half.\n",
+         the held-out half. Machine: {machine}; load average (1, 5, 15 min) {load_start} at \
+         the start, {load_end} at the end (niced runs share the machine).\n",
         groups.len(),
         spec.samplers.len(),
         spec.seeds,
@@ -396,6 +425,7 @@ fn main() -> Result<()> {
         "mixed": spec.mixed.iter().map(|m| m.name()).collect::<Vec<_>>(),
         "samplers": spec.samplers, "seeds": (0..spec.seeds).collect::<Vec<_>>(),
         "budgets": spec.checkpoints, "problems": problems.len(), "wall_s": wall_s,
+        "machine": machine, "load_start": load_start, "load_end": load_end,
         "split": "odd BBOB function numbers and mixed space 1: tuning; even and mixed space 2: held out",
         "comparison": "hpo tpe vs Optuna tpe per problem, paired by seed index, exact two-sided Wilcoxon signed-rank at 5 %, not significant = tie",
         "reference": if reference.is_empty() { Value::Null } else { reference_meta },

@@ -206,8 +206,9 @@ impl Mixed {
 /// One problem of the suite.
 #[derive(Debug, Clone)]
 pub enum Problem {
-    /// A BBOB function, instance and dimension.
-    Bbob(Bbob),
+    /// A BBOB function, instance and dimension (boxed: its matrices make it
+    /// large beside a [`Mixed`]).
+    Bbob(Box<Bbob>),
     /// A mixed or conditional space.
     Mixed(Mixed),
 }
@@ -318,9 +319,8 @@ impl Spec {
         for &f in &self.functions {
             for &i in &self.instances {
                 for &d in &self.dims {
-                    out.push(Problem::Bbob(
-                        Bbob::new(f, i, d).map_err(anyhow::Error::msg)?,
-                    ));
+                    let f = Bbob::new(f, i, d).map_err(anyhow::Error::msg)?;
+                    out.push(Problem::Bbob(Box::new(f)));
                 }
             }
         }

@@ -4,27 +4,28 @@
 //! two BBOB functions and both mixed spaces with three seeds, the paired
 //! test, and the committed Optuna reference file.
 
-#[allow(dead_code)]
-#[path = "../../benches/support/mod.rs"]
-mod support;
-
+use crate::support::bbob::Bbob;
+use crate::support::suite::{self, half, Half, Mixed, Problem, Spec, Verdict};
 use hpo_core::{Direction, ParamValue, RandomSampler, Study};
-use support::bbob::Bbob;
-use support::suite::{self, half, Half, Mixed, Problem, Spec, Verdict};
+
+/// BBOB function `f`, instance `i`, dimension `d` as a suite problem.
+fn bbob(f: u8, i: u32, d: usize) -> Problem {
+    Problem::Bbob(Box::new(Bbob::new(f, i, d).unwrap()))
+}
 
 #[test]
 fn split_rule_is_odd_tuning_even_held_out() {
     // Pinned: changing this rule after tuning would make the held-out half
     // meaningless.
     let tuning: Vec<u8> = (1..=24)
-        .filter(|&f| half(&Problem::Bbob(Bbob::new(f, 1, 5).unwrap())) == Half::Tuning)
+        .filter(|&f| half(&bbob(f, 1, 5)) == Half::Tuning)
         .collect();
     assert_eq!(tuning, vec![1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23]);
     // The instance and the dimension do not move a function between halves.
     for f in 1..=24 {
-        let h = half(&Problem::Bbob(Bbob::new(f, 1, 5).unwrap()));
+        let h = half(&bbob(f, 1, 5));
         for (i, d) in [(2, 5), (3, 10), (1, 10)] {
-            assert_eq!(half(&Problem::Bbob(Bbob::new(f, i, d).unwrap())), h);
+            assert_eq!(half(&bbob(f, i, d)), h);
         }
     }
     assert_eq!(half(&Problem::Mixed(Mixed::ModelChoice)), Half::Tuning);
@@ -241,11 +242,9 @@ fn committed_optuna_reference_names_suite_problems() {
     assert_eq!(meta["optuna"], "5.0.0");
     let mut names: Vec<String> = (1..=24)
         .flat_map(|f| {
-            [1, 2, 3].into_iter().flat_map(move |i| {
-                [5, 10]
-                    .into_iter()
-                    .map(move |d| Problem::Bbob(Bbob::new(f, i, d).unwrap()).name())
-            })
+            [1, 2, 3]
+                .into_iter()
+                .flat_map(move |i| [5, 10].into_iter().map(move |d| bbob(f, i, d).name()))
         })
         .collect();
     names.extend(Mixed::ALL.iter().map(|m| m.name().to_owned()));
