@@ -114,6 +114,20 @@ fn main() -> Result<()> {
         .skip(1)
         .filter(|a| a != "--bench")
         .collect();
+    // The arguments as a shell would take them back.
+    let shell_command = command
+        .iter()
+        .map(|a| {
+            if a.chars()
+                .all(|c| c.is_ascii_alphanumeric() || ",.-_/=".contains(c))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
     let mut args = command.iter();
     while let Some(a) = args.next() {
         let mut value = || args.next().with_context(|| format!("{a} needs a value"));
@@ -206,7 +220,7 @@ fn main() -> Result<()> {
         } else {
             format!("{label}\n\n")
         },
-        command.join(" ")
+        shell_command
     )?;
     writeln!(
         md,
@@ -420,7 +434,7 @@ fn main() -> Result<()> {
         .collect();
     let meta = json!({
         "label": label,
-        "command": format!("cargo bench -p hpo-core --bench sampler_suite -- {}", command.join(" ")),
+        "command": format!("cargo bench -p hpo-core --bench sampler_suite -- {}", shell_command),
         "functions": spec.functions, "instances": spec.instances, "dims": spec.dims,
         "mixed": spec.mixed.iter().map(|m| m.name()).collect::<Vec<_>>(),
         "samplers": spec.samplers, "seeds": (0..spec.seeds).collect::<Vec<_>>(),
@@ -430,11 +444,24 @@ fn main() -> Result<()> {
         "comparison": "hpo tpe vs Optuna tpe per problem, paired by seed index, exact two-sided Wilcoxon signed-rank at 5 %, not significant = tie",
         "reference": if reference.is_empty() { Value::Null } else { reference_meta },
     });
-    std::fs::write(
-        out_dir.join("sampler_suite.json"),
-        serde_json::to_string_pretty(&json!({"meta": meta, "medians": medians,
-            "mean_ranks": ranks_json, "comparison": comparisons, "runs": runs}))?,
-    )?;
+    let mut text = format!("{{\n\"meta\": {},\n", serde_json::to_string_pretty(&meta)?);
+    let sections = [
+        ("medians", &medians),
+        ("mean_ranks", &ranks_json),
+        ("comparison", &comparisons),
+        ("runs", &runs),
+    ];
+    for (k, (name, items)) in sections.iter().enumerate() {
+        // One entry per line: readable diffs without a multi-megabyte file.
+        let lines: Vec<String> = items
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<Result<_, _>>()?;
+        let end = if k + 1 == sections.len() { "" } else { "," };
+        writeln!(text, "\"{name}\": [\n{}\n]{end}", lines.join(",\n"))?;
+    }
+    text.push_str("}\n");
+    std::fs::write(out_dir.join("sampler_suite.json"), text)?;
     std::fs::write(out_dir.join("sampler_suite.md"), &md)?;
     Ok(())
 }
