@@ -4,11 +4,8 @@
 //! 10, the optimum, the value there and the values at six points (four
 //! uniform in the domain, two near the optimum).
 
-#[path = "../../benches/support/bbob.rs"]
-mod support;
-
+use crate::support::bbob::{self as support, Bbob};
 use serde_json::Value;
-use support::Bbob;
 
 /// Relative tolerance on every value, absolute below magnitude 1.
 const TOL: f64 = 1e-9;

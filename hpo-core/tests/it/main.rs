@@ -5,6 +5,12 @@
 // only the test functions themselves).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+/// The benchmarks' support (BBOB functions, the sampler suite), shared with
+/// `benches/`; each test module uses part of it.
+#[allow(dead_code)]
+#[path = "../../benches/support/mod.rs"]
+mod support;
+
 mod bbob;
 mod cmaes;
 mod crash_points;
@@ -25,6 +31,7 @@ mod qmc;
 mod sampler_conformance;
 mod sampler_processes;
 mod sampler_streams;
+mod sampler_suite;
 mod sqlite_bad_input;
 mod sqlite_optuna_reference;
 mod sqlite_processes;

@@ -1,0 +1,235 @@
+"""Optuna 5.0's reference runs for hpo's sampler suite (issue 17).
+
+The same problems as `hpo-core/benches/support/suite.rs`: BBOB f1..f24 (COCO's
+own implementation, `cocoex`) as float parameters x0..x{d-1} in [-5, 5], and
+the two mixed spaces, written here line for line as in Rust (same parameter
+names, distributions, values and failing regions). Optuna 5.0's default
+`TPESampler`, `RandomSampler` and `CmaEsSampler` (seeded 0..seeds-1; CMA-ES
+samples the mixed spaces' categorical and conditional parameters
+independently, as Optuna does), sequential ask/tell, failed and infeasible
+trials told as FAIL. Writes, for every run, the best feasible value after 50,
+100 and 200 trials (those within --trials; null before the first feasible
+trial) in the JSON format `cargo bench -p hpo-core --bench sampler_suite`
+reads (`bench/reference/optuna/sampler_suite.json` by default).
+
+Setup (the venv of `.ci/python-venv.sh` has Optuna 5.0.0; COCO is needed for
+BBOB only, and no CI test needs it):
+
+    PY=$(.ci/python-venv.sh)
+    $PY -m pip install coco-experiment==2.8.2
+
+The full reference (f1..f24, instances 1-3, 5-D and 10-D, both mixed spaces,
+10 seeds, 200 trials; hours of CPU time: measured here, f1, f2 and the mixed
+spaces in 5-D at 200 trials took about 65 s per problem for the three samplers
+and 10 seeds, and 10-D costs more):
+
+    nice -n 10 $PY bench/optuna_suite.py --seeds 10 --trials 200 --jobs 2 \
+        --out bench/reference/optuna/sampler_suite.json
+
+A subset, for example (what is committed until the full run is done):
+
+    $PY bench/optuna_suite.py --functions 1,2 --instances 1 --dims 5 --seeds 3 \
+        --label "SUBSET: ..." --out bench/reference/optuna/sampler_suite.json
+"""
+
+import argparse
+import json
+import math
+import multiprocessing
+import os
+import platform
+import shlex
+import sys
+import time
+
+import optuna
+
+BUDGETS = (50, 100, 200)
+SAMPLERS = ("tpe", "random", "cmaes")
+
+
+class Failed(Exception):
+    """The trial failed or is infeasible (told as FAIL)."""
+
+
+def model_choice(t):
+    """Mixed space 1 (`Mixed::ModelChoice` in suite.rs); minimum 0.10."""
+    model = t.suggest_categorical("model", ["mlp", "gbm", "svm"])
+    if model == "mlp":
+        layers = t.suggest_int("mlp_layers", 1, 8)
+        units = t.suggest_int("mlp_units", 16, 512, log=True)
+        dropout = t.suggest_float("mlp_dropout", 0.0, 0.5)
+        lr = t.suggest_float("mlp_lr", 1e-5, 1e-1, log=True)
+        if layers * units > 2048:
+            raise Failed("out of memory")
+        l = float(layers)
+        return (
+            0.10
+            + 0.05 * (math.log10(lr) + 2.5 + 0.15 * l) ** 2
+            + 0.01 * (math.log2(units) - 8.0) ** 2
+            + 0.01 * (l - 4.0) ** 2
+            + 0.2 * (dropout - 0.1 - 0.02 * l) ** 2
+        )
+    if model == "gbm":
+        depth = t.suggest_int("gbm_depth", 2, 12)
+        n = t.suggest_int("gbm_n_estimators", 50, 1000, step=50)
+        subsample = t.suggest_float("gbm_subsample", 0.5, 1.0)
+        lr = t.suggest_float("gbm_lr", 1e-3, 1.0, log=True)
+        if depth * n > 8000:
+            raise Failed("timed out")
+        ln = math.log10(n)
+        return (
+            0.12
+            + 0.05 * (math.log10(lr) + ln - 1.5) ** 2
+            + 0.005 * (depth - 6.0) ** 2
+            + 0.3 * (subsample - 0.8) ** 2
+            + 0.02 * (ln - 2.7) ** 2
+        )
+    c = t.suggest_float("svm_c", 1e-3, 1e3, log=True)
+    gamma = t.suggest_float("svm_gamma", 1e-4, 10.0, log=True)
+    lc, lg = math.log10(c), math.log10(gamma)
+    if lc + lg > 2.0:
+        raise Failed("did not converge")
+    return 0.15 + 0.03 * (lc - 1.0) ** 2 + 0.05 * (lg + 2.0 + 0.3 * (lc - 1.0)) ** 2
+
+
+def schedule(t):
+    """Mixed space 2 (`Mixed::Schedule` in suite.rs); minimum 0.2 + 0.5 exp(-20)."""
+    batch = t.suggest_categorical("batch_size", [16, 32, 64, 128, 256])
+    lr = t.suggest_float("lr", 1e-5, 1.0, log=True)
+    warmup = t.suggest_int("warmup_epochs", 0, 10)
+    steps = t.suggest_int("steps", 500, 5000, step=500)
+    wd = t.suggest_float("weight_decay", 1e-6, 1e-1, log=True)
+    if math.log10(lr) > -1.0 + 0.08 * warmup:
+        raise Failed("diverged")
+    b = float(batch)
+    lr_opt = -3.0 + 0.3 * math.log2(b / 16.0)
+    return (
+        0.2
+        + 0.04 * (math.log10(lr) - lr_opt) ** 2
+        + 0.5 * math.exp(-(steps / 1000.0) * (b / 64.0))
+        + 0.02 * (math.log10(wd) + 4.0) ** 2
+        + 0.002 * (warmup - 3.0) ** 2
+    )
+
+
+MIXED = {1: ("mixed1_model_choice", model_choice), 2: ("mixed2_schedule", schedule)}
+
+
+def bbob_objective(function, instance, dim):
+    import cocoex  # only BBOB needs COCO
+
+    suite = cocoex.Suite("bbob", f"instances: {instance}", f"dimensions: {dim}")
+    problem = suite.get_problem_by_function_dimension_instance(function, dim, instance)
+
+    def objective(t):
+        x = [t.suggest_float(f"x{i}", -5.0, 5.0) for i in range(dim)]
+        return float(problem(x))
+
+    return objective
+
+
+def make_sampler(name, seed):
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "cmaes":
+        return optuna.samplers.CmaEsSampler(seed=seed)
+    raise ValueError(name)
+
+
+def run(job):
+    problem, spec, sampler, seed, n_trials, budgets = job
+    if spec[0] == "bbob":
+        objective = bbob_objective(*spec[1:])
+    else:
+        objective = MIXED[spec[1]][1]
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    import warnings
+
+    warnings.simplefilter("ignore")
+    study = optuna.create_study(direction="minimize", sampler=make_sampler(sampler, seed))
+    best, out = None, {}
+    started = time.time()
+    for k in range(1, n_trials + 1):
+        trial = study.ask()
+        try:
+            value = objective(trial)
+        except Failed:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            study.tell(trial, value)
+            best = value if best is None else min(best, value)
+        if k in budgets:
+            out[str(k)] = best
+    return {
+        "problem": problem,
+        "sampler": sampler,
+        "seed": seed,
+        "best": out,
+        "wall_s": time.time() - started,
+    }
+
+
+def ints(s):
+    return [int(x) for x in s.split(",") if x]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--functions", type=ints, default=list(range(1, 25)))
+    ap.add_argument("--instances", type=ints, default=[1, 2, 3])
+    ap.add_argument("--dims", type=ints, default=[5, 10])
+    ap.add_argument("--mixed", default="1,2", help="mixed spaces, or 'none'")
+    ap.add_argument("--samplers", default=",".join(SAMPLERS))
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--label", default="")
+    ap.add_argument("--out", default="bench/reference/optuna/sampler_suite.json")
+    a = ap.parse_args()
+    budgets = [b for b in BUDGETS if b <= a.trials] or [a.trials]
+    problems = [
+        (f"bbob_f{f:02}_i{i}_d{d}", ("bbob", f, i, d))
+        for f in a.functions
+        for i in a.instances
+        for d in a.dims
+    ]
+    mixed = [] if a.mixed == "none" else ints(a.mixed)
+    problems += [(MIXED[m][0], ("mixed", m)) for m in mixed]
+    jobs = [
+        (name, spec, s, seed, a.trials, budgets)
+        for name, spec in problems
+        for s in a.samplers.split(",")
+        for seed in range(a.seeds)
+    ]
+    load = os.getloadavg()
+    started = time.time()
+    runs = []
+    with multiprocessing.Pool(a.jobs) as pool:
+        for r in pool.imap(run, jobs):
+            runs.append(r)
+            print(f"{r['problem']} {r['sampler']} seed {r['seed']}: {r['best']} ({r['wall_s']:.1f}s)", file=sys.stderr)
+    meta = {
+        "label": a.label,
+        "optuna": optuna.__version__,
+        "command": "python bench/optuna_suite.py " + shlex.join(sys.argv[1:]),
+        "functions": a.functions,
+        "instances": a.instances,
+        "dims": a.dims,
+        "mixed": [MIXED[m][0] for m in mixed],
+        "samplers": a.samplers.split(","),
+        "seeds": list(range(a.seeds)),
+        "budgets": budgets,
+        "wall_s": time.time() - started,
+        "load_at_start": load,
+        "machine": f"{platform.machine()}, {multiprocessing.cpu_count()} CPUs, Python {platform.python_version()}",
+    }
+    with open(a.out, "w") as f:
+        json.dump({"meta": meta, "runs": runs}, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()

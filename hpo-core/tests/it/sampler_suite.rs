@@ -1,0 +1,271 @@
+//! The sampler suite's code path (`benches/support/suite.rs`, run by
+//! `cargo bench -p hpo-core --bench sampler_suite`), end to end on a small
+//! budget so it cannot rot: the split rule, the mixed spaces, every sampler on
+//! two BBOB functions and both mixed spaces with three seeds, the paired
+//! test, and the committed Optuna reference file.
+
+use crate::support::bbob::Bbob;
+use crate::support::suite::{self, half, Half, Mixed, Problem, Spec, Verdict};
+use hpo_core::{Direction, ParamValue, RandomSampler, Study};
+
+/// BBOB function `f`, instance `i`, dimension `d` as a suite problem.
+fn bbob(f: u8, i: u32, d: usize) -> Problem {
+    Problem::Bbob(Box::new(Bbob::new(f, i, d).unwrap()))
+}
+
+#[test]
+fn split_rule_is_odd_tuning_even_held_out() {
+    // Pinned: changing this rule after tuning would make the held-out half
+    // meaningless.
+    let tuning: Vec<u8> = (1..=24)
+        .filter(|&f| half(&bbob(f, 1, 5)) == Half::Tuning)
+        .collect();
+    assert_eq!(tuning, vec![1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23]);
+    // The instance and the dimension do not move a function between halves.
+    for f in 1..=24 {
+        let h = half(&bbob(f, 1, 5));
+        for (i, d) in [(2, 5), (3, 10), (1, 10)] {
+            assert_eq!(half(&bbob(f, i, d)), h);
+        }
+    }
+    assert_eq!(half(&Problem::Mixed(Mixed::ModelChoice)), Half::Tuning);
+    assert_eq!(half(&Problem::Mixed(Mixed::Schedule)), Half::HeldOut);
+    assert_eq!(Half::Tuning.as_str(), "tuning");
+    assert_eq!(Half::HeldOut.as_str(), "held_out");
+}
+
+/// The value of `problem` at fixed parameters, through a study (as the
+/// runner evaluates it).
+fn value_at(problem: &Problem, params: Vec<(&str, ParamValue)>) -> Result<f64, String> {
+    let study = Study::builder()
+        .direction(Direction::Minimize)
+        .sampler(RandomSampler::seeded(0))
+        .build()
+        .unwrap();
+    study.enqueue(params).unwrap();
+    let mut trial = study.ask().unwrap();
+    problem
+        .evaluate(&mut trial)
+        .unwrap()
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn mixed_spaces_reach_their_stated_optimum_and_fail_where_defined() {
+    let s = |v: &str| ParamValue::Choice(hpo_core::Choice::Str(v.to_owned()));
+    let model = Problem::Mixed(Mixed::ModelChoice);
+    let best_mlp = vec![
+        ("model", s("mlp")),
+        ("mlp_layers", ParamValue::Int(4)),
+        ("mlp_units", ParamValue::Int(256)),
+        ("mlp_dropout", ParamValue::Float(0.18)),
+        ("mlp_lr", ParamValue::Float(10f64.powf(-3.1))),
+    ];
+    let v = value_at(&model, best_mlp).unwrap();
+    assert!((v - Mixed::ModelChoice.optimum()).abs() < 1e-12, "{v}");
+    let too_big = vec![
+        ("model", s("mlp")),
+        ("mlp_layers", ParamValue::Int(8)),
+        ("mlp_units", ParamValue::Int(512)),
+    ];
+    let e = value_at(&model, too_big).unwrap_err();
+    assert!(e.contains("out of memory"), "{e}");
+
+    let schedule = Problem::Mixed(Mixed::Schedule);
+    let best = vec![
+        ("batch_size", ParamValue::Choice(hpo_core::Choice::Int(256))),
+        ("lr", ParamValue::Float(10f64.powf(-1.8))),
+        ("warmup_epochs", ParamValue::Int(3)),
+        ("steps", ParamValue::Int(5000)),
+        ("weight_decay", ParamValue::Float(1e-4)),
+    ];
+    let v = value_at(&schedule, best).unwrap();
+    assert!((v - Mixed::Schedule.optimum()).abs() < 1e-12, "{v}");
+    let diverging = vec![
+        ("lr", ParamValue::Float(0.5)),
+        ("warmup_epochs", ParamValue::Int(0)),
+    ];
+    let e = value_at(&schedule, diverging).unwrap_err();
+    assert!(e.contains("diverged"), "{e}");
+}
+
+#[test]
+fn mixed_spaces_fail_on_5_to_15_percent_of_random_trials() {
+    for m in Mixed::ALL {
+        let trajectory_len = 600;
+        let study = Study::builder()
+            .direction(Direction::Minimize)
+            .sampler(RandomSampler::seeded(7))
+            .build()
+            .unwrap();
+        let problem = Problem::Mixed(m);
+        let mut failed = 0;
+        for _ in 0..trajectory_len {
+            let mut trial = study.ask().unwrap();
+            let r = problem.evaluate(&mut trial).unwrap();
+            match &r {
+                Ok(v) => assert!(*v >= m.optimum(), "{} below the optimum: {v}", m.name()),
+                Err(_) => failed += 1,
+            }
+            study.tell(trial, r).unwrap();
+        }
+        let share = f64::from(failed) / trajectory_len as f64;
+        assert!(
+            (0.05..=0.15).contains(&share),
+            "{}: {share} of random trials failed",
+            m.name()
+        );
+    }
+}
+
+#[test]
+fn suite_runs_end_to_end_deterministically() {
+    let spec = Spec {
+        functions: vec![1, 2],
+        instances: vec![1],
+        dims: vec![5],
+        mixed: Mixed::ALL.to_vec(),
+        samplers: suite::SAMPLERS.iter().map(|s| s.to_string()).collect(),
+        seeds: 3,
+        checkpoints: vec![10, 25],
+    };
+    let mut lines = 0;
+    let records = suite::run_suite(&spec, |_| lines += 1).unwrap();
+    assert_eq!(lines, 4 * 5);
+    assert_eq!(records.len(), 4 * 5 * 3);
+    for r in &records {
+        assert_eq!(r.trajectory.len(), 25);
+        assert_eq!(r.best, vec![r.trajectory[9], r.trajectory[24]]);
+        let values: Vec<f64> = r.trajectory.iter().flatten().copied().collect();
+        // Once feasible, always feasible, and the best so far never rises.
+        assert_eq!(
+            values.len(),
+            r.trajectory.iter().skip_while(|v| v.is_none()).count()
+        );
+        assert!(
+            values.windows(2).all(|w| w[1] <= w[0]),
+            "{} / {}: best so far rose",
+            r.problem,
+            r.sampler
+        );
+        assert!(
+            !values.is_empty(),
+            "{} / {}: no feasible trial in 25",
+            r.problem,
+            r.sampler
+        );
+        let tol = 1e-9 * r.optimum.abs().max(1.0);
+        assert!(
+            values[values.len() - 1] >= r.optimum - tol,
+            "{} / {}: {} below the optimum {}",
+            r.problem,
+            r.sampler,
+            values[values.len() - 1],
+            r.optimum
+        );
+        assert_eq!(
+            r.half.as_str(),
+            if r.problem.starts_with("bbob_f01") || r.problem.starts_with("mixed1") {
+                "tuning"
+            } else {
+                "held_out"
+            }
+        );
+    }
+    // Seeds matter: each sampler's three runs are not all the same.
+    for s in suite::SAMPLERS {
+        for p in ["bbob_f01_i1_d5", "mixed2_schedule"] {
+            let runs: Vec<_> = records
+                .iter()
+                .filter(|r| r.sampler == s && r.problem == p)
+                .map(|r| r.trajectory.clone())
+                .collect();
+            assert_eq!(runs.len(), 3);
+            assert!(
+                runs[0] != runs[1] || runs[1] != runs[2],
+                "{s} on {p} ignores its seed"
+            );
+        }
+    }
+    // The same seeds give the same results.
+    let again = suite::run_suite(&spec, |_| ()).unwrap();
+    assert_eq!(records, again);
+}
+
+#[test]
+fn wilcoxon_signed_rank_is_exact() {
+    // All ten differences positive: W+ = 55, p = 2 / 2^10.
+    let d: Vec<f64> = (1..=10).map(f64::from).collect();
+    let (p, wp, wm) = suite::wilcoxon(&d);
+    assert_eq!((wp, wm), (55.0, 0.0));
+    assert!((p - 2.0 / 1024.0).abs() < 1e-15, "{p}");
+    // scipy.stats.wilcoxon([1, -2, 3, 4, 5, 6]): W- = 2, p = 0.09375.
+    let (p, wp, wm) = suite::wilcoxon(&[1.0, -2.0, 3.0, 4.0, 5.0, 6.0]);
+    assert_eq!((wp, wm), (19.0, 2.0));
+    assert!((p - 0.09375).abs() < 1e-15, "{p}");
+    // Zeros are dropped; tied magnitudes share a rank: |1|, |-1| -> 1.5 each.
+    let (p, wp, wm) = suite::wilcoxon(&[0.0, 1.0, -1.0]);
+    assert_eq!((wp, wm), (1.5, 1.5));
+    assert_eq!(p, 1.0);
+}
+
+#[test]
+fn comparison_needs_significance() {
+    let theirs = vec![1.0; 10];
+    let better: Vec<f64> = (0..10).map(|i| 0.5 - 0.01 * f64::from(i)).collect();
+    let worse: Vec<f64> = (0..10).map(|i| 1.5 + 0.01 * f64::from(i)).collect();
+    assert_eq!(suite::compare(&better, &theirs, 0.05).0, Verdict::Better);
+    assert_eq!(suite::compare(&worse, &theirs, 0.05).0, Verdict::Worse);
+    assert_eq!(suite::compare(&theirs, &theirs, 0.05).0, Verdict::Tie);
+    // Three seeds, all better: p = 0.25, a tie.
+    let (v, p) = suite::compare(&better[..3], &theirs[..3], 0.05);
+    assert_eq!((v, p), (Verdict::Tie, 0.25));
+    // No feasible trial counts as the worst value, and two such runs tie.
+    assert_eq!(
+        suite::compare(&[f64::MAX; 10], &[f64::MAX; 10], 0.05).0,
+        Verdict::Tie
+    );
+    assert_eq!(
+        suite::compare(&[f64::MAX; 10], &theirs, 0.05).0,
+        Verdict::Worse
+    );
+}
+
+#[test]
+fn committed_optuna_reference_names_suite_problems() {
+    let path = std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../bench/reference/optuna/sampler_suite.json"
+    ));
+    let (reference, meta) = suite::read_reference(path).unwrap();
+    assert!(!reference.is_empty(), "no runs in {}", path.display());
+    assert_eq!(meta["optuna"], "5.0.0");
+    let mut names: Vec<String> = (1..=24)
+        .flat_map(|f| {
+            [1, 2, 3]
+                .into_iter()
+                .flat_map(move |i| [5, 10].into_iter().map(move |d| bbob(f, i, d).name()))
+        })
+        .collect();
+    names.extend(Mixed::ALL.iter().map(|m| m.name().to_owned()));
+    for ((problem, sampler, budget), by_seed) in &reference {
+        assert!(names.contains(problem), "unknown problem {problem}");
+        assert!(["tpe", "random", "cmaes"].contains(&sampler.as_str()));
+        assert!(suite::BUDGETS.contains(budget));
+        // Optuna's values are the same problems': never below our optimum.
+        let optimum = if let Some(m) = Mixed::ALL.iter().find(|m| m.name() == problem) {
+            m.optimum()
+        } else {
+            let f: u8 = problem[6..8].parse().unwrap();
+            let i: u32 = problem[10..11].parse().unwrap();
+            let d: usize = problem[13..].parse().unwrap();
+            Bbob::new(f, i, d).unwrap().f_opt()
+        };
+        for v in by_seed.values() {
+            assert!(
+                *v >= optimum - 1e-9 * optimum.abs().max(1.0),
+                "{problem}: {v} < {optimum}"
+            );
+        }
+    }
+}
