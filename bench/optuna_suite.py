@@ -172,6 +172,43 @@ def run(job):
     }
 
 
+def merge(parts, label, out):
+    """Combines partial outputs (same samplers, seeds and budgets) into one file."""
+    metas, runs = [], []
+    for path in parts:
+        with open(path) as f:
+            doc = json.load(f)
+        metas.append(doc["meta"])
+        runs += doc["runs"]
+    first = metas[0]
+    for m in metas[1:]:
+        for key in ("optuna", "samplers", "seeds", "budgets"):
+            if m[key] != first[key]:
+                sys.exit(f"cannot merge: {key} differs ({m[key]} against {first[key]})")
+    union = lambda key: sorted({v for m in metas for v in m[key]})
+    meta = dict(first)
+    meta.update(
+        label=label,
+        command=" ; ".join(m["command"] for m in metas),
+        functions=union("functions"),
+        instances=union("instances"),
+        dims=union("dims"),
+        mixed=union("mixed"),
+        wall_s=sum(m["wall_s"] for m in metas),
+        load_at_start=[m["load_at_start"] for m in metas],
+        parts=len(metas),
+    )
+    seen = set()
+    for r in runs:
+        key = (r["problem"], r["sampler"], r["seed"])
+        if key in seen:
+            sys.exit(f"cannot merge: {key} appears twice")
+        seen.add(key)
+    with open(out, "w") as f:
+        json.dump({"meta": meta, "runs": runs}, f, indent=1)
+        f.write("\n")
+
+
 def ints(s):
     return [int(x) for x in s.split(",") if x]
 
@@ -188,7 +225,16 @@ def main():
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--label", default="")
     ap.add_argument("--out", default="bench/reference/optuna/sampler_suite.json")
+    ap.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="PART",
+        help="combine the outputs of several runs (e.g. one per function) into --out, running nothing",
+    )
     a = ap.parse_args()
+    if a.merge:
+        merge(a.merge, a.label, a.out)
+        return
     budgets = [b for b in BUDGETS if b <= a.trials] or [a.trials]
     problems = [
         (f"bbob_f{f:02}_i{i}_d{d}", ("bbob", f, i, d))

@@ -248,8 +248,31 @@ impl Problem {
     }
 }
 
-/// The sampler called `name` (one of [`SAMPLERS`]) with `seed`.
+/// The sampler called `name` with `seed`: one of [`SAMPLERS`], or a variant
+/// written `tpe:{json}` / `cmaes:{json}`, whose JSON sets fields of
+/// `TpeConfig` / `CmaEsConfig` over the defaults (how defaults are tuned:
+/// `tpe:{"n_ei_candidates":24}` is the default TPE with 24 candidates).
 pub fn make_sampler(name: &str, seed: u64) -> Result<Arc<dyn Sampler>> {
+    if let Some((base, json)) = name.split_once(':') {
+        let bad = || format!("sampler variant `{name}`");
+        return Ok(match base {
+            "tpe" => {
+                let cfg: TpeConfig = serde_json::from_str(json).with_context(bad)?;
+                Arc::new(TpeSampler::with_config(TpeConfig {
+                    seed: Some(seed),
+                    ..cfg
+                })?)
+            }
+            "cmaes" => {
+                let cfg: CmaEsConfig = serde_json::from_str(json).with_context(bad)?;
+                Arc::new(CmaEsSampler::with_config(CmaEsConfig {
+                    seed: Some(seed),
+                    ..cfg
+                })?)
+            }
+            other => bail!("no variants of sampler `{other}` (give tpe:{{..}} or cmaes:{{..}})"),
+        });
+    }
     Ok(match name {
         "tpe" => Arc::new(TpeSampler::seeded(seed)),
         "tpe_optuna" => Arc::new(TpeSampler::with_config(TpeConfig {
@@ -261,6 +284,15 @@ pub fn make_sampler(name: &str, seed: u64) -> Result<Arc<dyn Sampler>> {
         "cmaes" => Arc::new(CmaEsSampler::with_config(CmaEsConfig::seeded(seed))?),
         other => bail!("unknown sampler `{other}` (give {})", SAMPLERS.join(", ")),
     })
+}
+
+/// The Optuna sampler that `name` (one of ours, or a variant) is compared with.
+pub fn optuna_counterpart(name: &str) -> &str {
+    let base = name.split_once(':').map_or(name, |(b, _)| b);
+    match base {
+        "tpe_optuna" => "tpe",
+        other => other,
+    }
 }
 
 /// One study: `n_trials` sequential trials of `problem` under `sampler`
@@ -348,36 +380,72 @@ pub struct Record {
     pub trajectory: Vec<Option<f64>>,
 }
 
-/// Runs every (problem, sampler, seed) of `spec`, calling `progress` after
-/// each (problem, sampler) with a line to print.
-pub fn run_suite(spec: &Spec, mut progress: impl FnMut(&str)) -> Result<Vec<Record>> {
+/// Runs every (problem, sampler, seed) of `spec` on `threads` threads (each
+/// study is sequential and seeded, so the records do not depend on the
+/// thread count), calling `progress` after each (problem, sampler) with a
+/// line to print. Records come back in the spec's order.
+pub fn run_suite(
+    spec: &Spec,
+    threads: usize,
+    progress: impl Fn(&str) + Sync,
+) -> Result<Vec<Record>> {
     let n = *spec.checkpoints.last().context("no checkpoints")?;
-    let mut out = Vec::new();
-    for p in spec.problems()? {
-        for s in &spec.samplers {
-            let started = std::time::Instant::now();
-            for seed in 0..spec.seeds {
-                let trajectory = run(&p, s, seed, n)?;
-                let best = spec.checkpoints.iter().map(|c| trajectory[c - 1]).collect();
-                out.push(Record {
-                    problem: p.name(),
-                    half: half(&p),
-                    optimum: p.optimum(),
-                    sampler: s.clone(),
-                    seed,
-                    best,
-                    trajectory,
-                });
-            }
-            progress(&format!(
-                "{} / {s}: {} seeds in {:.1}s",
-                p.name(),
-                spec.seeds,
-                started.elapsed().as_secs_f64()
-            ));
+    let problems = spec.problems()?;
+    let jobs: Vec<(usize, &str)> = (0..problems.len())
+        .flat_map(|p| spec.samplers.iter().map(move |s| (p, s.as_str())))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let job = |(p, s): (usize, &str)| -> Result<Vec<Record>> {
+        let problem = &problems[p];
+        let started = std::time::Instant::now();
+        let mut out = Vec::new();
+        for seed in 0..spec.seeds {
+            let trajectory = run(problem, s, seed, n)?;
+            let best = spec.checkpoints.iter().map(|c| trajectory[c - 1]).collect();
+            out.push(Record {
+                problem: problem.name(),
+                half: half(problem),
+                optimum: problem.optimum(),
+                sampler: s.to_owned(),
+                seed,
+                best,
+                trajectory,
+            });
         }
-    }
-    Ok(out)
+        progress(&format!(
+            "{} / {s}: {} seeds in {:.1}s",
+            problem.name(),
+            spec.seeds,
+            started.elapsed().as_secs_f64()
+        ));
+        Ok(out)
+    };
+    let mut done: Vec<(usize, Vec<Record>)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads.max(1))
+            .map(|_| {
+                scope.spawn(|| -> Result<Vec<(usize, Vec<Record>)>> {
+                    let mut mine = Vec::new();
+                    loop {
+                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&j) = jobs.get(k) else {
+                            return Ok(mine);
+                        };
+                        mine.push((k, job(j)?));
+                    }
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for w in workers {
+            match w.join() {
+                Ok(r) => all.extend(r?),
+                Err(_) => bail!("a suite thread panicked"),
+            }
+        }
+        Ok(all)
+    })?;
+    done.sort_by_key(|(k, _)| *k);
+    Ok(done.into_iter().flat_map(|(_, r)| r).collect())
 }
 
 /// A missing value (no feasible trial yet) as the worst possible one.

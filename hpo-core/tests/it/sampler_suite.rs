@@ -129,9 +129,12 @@ fn suite_runs_end_to_end_deterministically() {
         seeds: 3,
         checkpoints: vec![10, 25],
     };
-    let mut lines = 0;
-    let records = suite::run_suite(&spec, |_| lines += 1).unwrap();
-    assert_eq!(lines, 4 * 5);
+    let lines = std::sync::atomic::AtomicUsize::new(0);
+    let records = suite::run_suite(&spec, 1, |_| {
+        lines.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    })
+    .unwrap();
+    assert_eq!(lines.into_inner(), 4 * 5);
     assert_eq!(records.len(), 4 * 5 * 3);
     for r in &records {
         assert_eq!(r.trajectory.len(), 25);
@@ -187,9 +190,36 @@ fn suite_runs_end_to_end_deterministically() {
             );
         }
     }
-    // The same seeds give the same results.
-    let again = suite::run_suite(&spec, |_| ()).unwrap();
+    // The same seeds give the same results, in the same order, whatever the
+    // number of threads.
+    let again = suite::run_suite(&spec, 3, |_| ()).unwrap();
     assert_eq!(records, again);
+}
+
+#[test]
+fn sampler_variants_set_config_fields_and_name_their_counterpart() {
+    // A variant with Optuna's settings proposes exactly what `tpe_optuna` does.
+    let spec = |samplers: Vec<String>| Spec {
+        functions: vec![3],
+        instances: vec![1],
+        dims: vec![5],
+        mixed: Vec::new(),
+        samplers,
+        seeds: 2,
+        checkpoints: vec![30],
+    };
+    let variant = r#"tpe:{"n_ei_candidates":24,"min_ei_candidates":24,"ei_budget":null,"prior_weight":1.0,"group":false}"#;
+    let a = suite::run_suite(&spec(vec!["tpe_optuna".into()]), 1, |_| ()).unwrap();
+    let b = suite::run_suite(&spec(vec![variant.into()]), 1, |_| ()).unwrap();
+    let c = suite::run_suite(&spec(vec!["tpe".into()]), 1, |_| ()).unwrap();
+    let traj = |r: &[suite::Record]| r.iter().map(|r| r.trajectory.clone()).collect::<Vec<_>>();
+    assert_eq!(traj(&a), traj(&b));
+    assert_ne!(traj(&a), traj(&c));
+    assert!(suite::make_sampler(r#"tpe:{"no_such_field":1}"#, 0).is_err());
+    assert!(suite::make_sampler("random:{}", 0).is_err());
+    assert_eq!(suite::optuna_counterpart(variant), "tpe");
+    assert_eq!(suite::optuna_counterpart("tpe_optuna"), "tpe");
+    assert_eq!(suite::optuna_counterpart(r#"cmaes:{"popsize":8}"#), "cmaes");
 }
 
 #[test]
