@@ -57,6 +57,26 @@ where
         .collect()
 }
 
+/// Sampler names separated by commas outside braces, so that variants such as
+/// `tpe:{"n_ei_candidates":24,"group":false}` stay whole.
+fn sampler_list(s: &str) -> Vec<String> {
+    let (mut out, mut cur, mut depth) = (Vec::new(), String::new(), 0i32);
+    for c in s.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    out.push(cur);
+    out.into_iter().filter(|x| !x.is_empty()).collect()
+}
+
 fn fmt(x: f64) -> String {
     if x >= f64::MAX {
         "-".to_owned()
@@ -145,7 +165,7 @@ fn main() -> Result<()> {
             "--dims" => spec.dims = list(value()?, a)?,
             "--seeds" => spec.seeds = value()?.parse()?,
             "--budget" => budget = value()?.parse()?,
-            "--samplers" => spec.samplers = list(value()?, a)?,
+            "--samplers" => spec.samplers = sampler_list(value()?),
             "--mixed" => {
                 let v = value()?;
                 spec.mixed = if v == "none" {
