@@ -17,7 +17,7 @@ BBOB only and the `cmaes` package for Optuna's CmaEsSampler; no CI test needs
 either):
 
     PY=$(.ci/python-venv.sh)
-    $PY -m pip install coco-experiment==2.8.2 cmaes==0.13.1
+    $PY -m pip install coco-experiment==2.8.2 cmaes==0.13.1 scipy==1.17.1
 
 The full reference (f1..f24, instances 1-3, 5-D and 10-D, both mixed spaces,
 10 seeds, 200 trials: 4,380 runs, under an hour on 2 cores; one part per
@@ -48,6 +48,8 @@ import optuna
 
 BUDGETS = (50, 100, 200)
 SAMPLERS = ("tpe", "random", "cmaes")
+# Also available with --samplers: Optuna's QMCSampler (scrambled Sobol).
+EXTRA_SAMPLERS = ("qmc",)
 
 
 class Failed(Exception):
@@ -138,6 +140,8 @@ def make_sampler(name, seed):
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "cmaes":
         return optuna.samplers.CmaEsSampler(seed=seed)
+    if name == "qmc":
+        return optuna.samplers.QMCSampler(seed=seed)
     raise ValueError(name)
 
 

@@ -45,7 +45,12 @@ use support::suite::{self, Half, Mixed, Record, Spec, Verdict};
 const ALPHA: f64 = 0.05;
 
 /// Optuna's sampler names in the reference file, by ours.
-const OPTUNA: [(&str, &str); 3] = [("tpe", "tpe"), ("random", "random"), ("cmaes", "cmaes")];
+const OPTUNA: [(&str, &str); 4] = [
+    ("tpe", "tpe"),
+    ("random", "random"),
+    ("qmc", "qmc"),
+    ("cmaes", "cmaes"),
+];
 
 fn list<T: std::str::FromStr>(s: &str, flag: &str) -> Result<Vec<T>>
 where
