@@ -187,8 +187,9 @@ fn main() -> Result<()> {
                         .collect::<Result<_>>()?
                 };
             }
-            "--reference" => reference_path = PathBuf::from(value()?),
-            "--out" => out_dir = PathBuf::from(value()?),
+            // Relative to the repository root: cargo runs benches in the package's directory.
+            "--reference" => reference_path = root.join(value()?),
+            "--out" => out_dir = root.join(value()?),
             "--label" => label = value()?.clone(),
             "--threads" => threads = value()?.parse()?,
             other => bail!("unknown argument `{other}`"),
