@@ -128,6 +128,7 @@ fn suite_runs_end_to_end_deterministically() {
         samplers: suite::SAMPLERS.iter().map(|s| s.to_string()).collect(),
         seeds: 3,
         checkpoints: vec![10, 25],
+        in_flight: 1,
     };
     let lines = std::sync::atomic::AtomicUsize::new(0);
     let records = suite::run_suite(&spec, 1, |_| {
@@ -207,6 +208,7 @@ fn sampler_variants_set_config_fields_and_name_their_counterpart() {
         samplers,
         seeds: 2,
         checkpoints: vec![30],
+        in_flight: 1,
     };
     let variant = r#"tpe:{"n_ei_candidates":24,"min_ei_candidates":24,"ei_budget":null,"prior_weight":1.0,"group":false}"#;
     let a = suite::run_suite(&spec(vec!["tpe_optuna".into()]), 1, |_| ()).unwrap();
