@@ -16,7 +16,7 @@
 //! cargo bench -p hpo-core --bench sampler_suite -- [--functions 1,2] [--instances 1,2,3]
 //!     [--dims 5,10] [--seeds 10] [--budget 200] [--mixed 1,2|none]
 //!     [--samplers tpe,tpe_optuna,random,qmc,cmaes] [--reference FILE] [--out DIR] [--label TEXT]
-//!     [--threads N] [--in-flight K]
+//!     [--threads N] [--in-flight K [--control]]
 //! ```
 //!
 //! A sampler may also be a variant, `tpe:{json}` or `cmaes:{json}`, whose
@@ -31,6 +31,8 @@
 //! finished trials the in-flight runs need to match the sequential median at
 //! each budget (`support/parallel.rs`) goes to `parallel_proposals.json` and
 //! `.md` in `--out` (the sampler suite's own files are left alone).
+//! `--control` adds the measure's noise floor: sequential runs on the next
+//! seeds measured as if they were the in-flight ones.
 //!
 //! Defaults: the whole suite (f1..f24, instances 1-3, 5-D and 10-D, both mixed
 //! spaces, 10 seeds, budget 200), which takes hours on a small machine; run
@@ -117,11 +119,12 @@ fn main() -> Result<()> {
         dims: vec![5, 10],
         mixed: Mixed::ALL.to_vec(),
         samplers: suite::SAMPLERS.iter().map(|s| s.to_string()).collect(),
-        seeds: 10,
+        seeds: 0..10,
         checkpoints: Vec::new(),
         in_flight: 1,
     };
     let mut in_flight = 1usize;
+    let mut control = false;
     let mut budget = 200usize;
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut reference_path = root.join("bench/reference/optuna/sampler_suite.json");
@@ -153,7 +156,7 @@ fn main() -> Result<()> {
             "--functions" => spec.functions = list(value()?, a)?,
             "--instances" => spec.instances = list(value()?, a)?,
             "--dims" => spec.dims = list(value()?, a)?,
-            "--seeds" => spec.seeds = value()?.parse()?,
+            "--seeds" => spec.seeds = 0..value()?.parse()?,
             "--budget" => budget = value()?.parse()?,
             "--samplers" => spec.samplers = list(value()?, a)?,
             "--mixed" => {
@@ -177,6 +180,7 @@ fn main() -> Result<()> {
             "--label" => label = value()?.clone(),
             "--threads" => threads = value()?.parse()?,
             "--in-flight" => in_flight = value()?.parse()?,
+            "--control" => control = true,
             other => bail!("unknown argument `{other}`"),
         }
     }
@@ -200,6 +204,7 @@ fn main() -> Result<()> {
             command: format!("cargo bench -p hpo-core --bench sampler_suite -- {shell_command}"),
             out_dir,
             threads,
+            control,
         };
         return parallel_proposals(&spec, in_flight, &run);
     }
@@ -263,7 +268,7 @@ fn main() -> Result<()> {
          the start, {load_end} at the end (niced runs share the machine).\n",
         groups.len(),
         spec.samplers.len(),
-        spec.seeds,
+        spec.seeds.end - spec.seeds.start,
         spec.checkpoints,
         wall_s
     )?;
@@ -482,7 +487,7 @@ fn main() -> Result<()> {
         "command": format!("cargo bench -p hpo-core --bench sampler_suite -- {}", shell_command),
         "functions": spec.functions, "instances": spec.instances, "dims": spec.dims,
         "mixed": spec.mixed.iter().map(|m| m.name()).collect::<Vec<_>>(),
-        "samplers": spec.samplers, "seeds": (0..spec.seeds).collect::<Vec<_>>(),
+        "samplers": spec.samplers, "seeds": spec.seeds.clone().collect::<Vec<_>>(),
         "in_flight": spec.in_flight,
         "budgets": spec.checkpoints, "problems": problems.len(), "wall_s": wall_s,
         "machine": machine, "load_start": load_start, "load_end": load_end,
@@ -519,6 +524,9 @@ struct Run {
     command: String,
     out_dir: PathBuf,
     threads: usize,
+    /// Also measure sequential runs with other seeds against the
+    /// sequential runs: the measure's noise floor.
+    control: bool,
 }
 
 /// A ratio `T / B` for the tables: `> 1.25` where the target was not reached.
@@ -557,6 +565,23 @@ fn parallel_proposals(spec: &Spec, in_flight: usize, run: &Run) -> Result<()> {
     let t1 = Instant::now();
     let in_flight_runs = suite::run_suite(&parallel_spec, run.threads, |l| eprintln!("{l}"))?;
     let parallel_s = t1.elapsed().as_secs_f64();
+    // The noise floor: sequential runs with the next seeds, renumbered to
+    // pair with the first ones, measured the same way.
+    let n_seeds = spec.seeds.end - spec.seeds.start;
+    let control = if run.control {
+        let other = Spec {
+            seeds: spec.seeds.end..spec.seeds.end + n_seeds,
+            in_flight: 1,
+            ..parallel_spec.clone()
+        };
+        let mut records = suite::run_suite(&other, run.threads, |l| eprintln!("{l}"))?;
+        for r in &mut records {
+            r.seed -= n_seeds;
+        }
+        parallel::summarize(&parallel::reaches(&sequential, &records, &budgets)?)
+    } else {
+        Vec::new()
+    };
     let load_end = load_average();
     let machine = machine();
 
@@ -589,7 +614,7 @@ fn parallel_proposals(spec: &Spec, in_flight: usize, run: &Run) -> Result<()> {
             .collect::<BTreeSet<_>>()
             .len(),
         spec.samplers.len(),
-        spec.seeds,
+        spec.seeds.end - spec.seeds.start,
         run.threads
     )?;
     writeln!(
@@ -636,29 +661,42 @@ fn parallel_proposals(spec: &Spec, in_flight: usize, run: &Run) -> Result<()> {
             verdict(true)
         )?;
     }
-    writeln!(
-        md,
-        "\n| sampler | half | budget | problems | median T/B | T/B <= {tol} | median T/T_seq | \
-         T/T_seq <= {tol} | not reached |",
-        tol = parallel::TOLERANCE
-    )?;
-    writeln!(md, "|---|---|---|---|---|---|---|---|---|")?;
-    let share =
-        |k: usize, n: usize| format!("{k}/{n} ({:.0} %)", 100.0 * k as f64 / n.max(1) as f64);
-    for x in &summaries {
+    let table = |md: &mut String, rows: &[Summary]| -> std::fmt::Result {
         writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            x.sampler,
-            half_name(x.half),
-            x.budget,
-            x.problems,
-            fmt_ratio(x.median_ratio),
-            share(x.within, x.problems),
-            fmt_ratio(x.median_paired_ratio),
-            share(x.paired_within, x.problems),
-            x.not_reached,
+            "\n| sampler | half | budget | problems | median T/B | T/B <= {tol} | median \
+             T/T_seq | T/T_seq <= {tol} | not reached |\n|---|---|---|---|---|---|---|---|---|",
+            tol = parallel::TOLERANCE
         )?;
+        let share =
+            |k: usize, n: usize| format!("{k}/{n} ({:.0} %)", 100.0 * k as f64 / n.max(1) as f64);
+        for x in rows {
+            writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                x.sampler,
+                half_name(x.half),
+                x.budget,
+                x.problems,
+                fmt_ratio(x.median_ratio),
+                share(x.within, x.problems),
+                fmt_ratio(x.median_paired_ratio),
+                share(x.paired_within, x.problems),
+                x.not_reached,
+            )?;
+        }
+        Ok(())
+    };
+    table(&mut md, &summaries)?;
+    if !control.is_empty() {
+        writeln!(
+            md,
+            "\n### Noise floor\n\nThe same measure with sequential runs on seeds {}..{} in \
+             place of the in-flight runs (to {horizon} trials): what seed noise alone gives.",
+            spec.seeds.end,
+            spec.seeds.end + n_seeds
+        )?;
+        table(&mut md, &control)?;
     }
     writeln!(
         md,
@@ -684,16 +722,14 @@ fn parallel_proposals(spec: &Spec, in_flight: usize, run: &Run) -> Result<()> {
     }
     print!("{md}");
 
-    let summary_json: Vec<Value> = summaries
-        .iter()
-        .map(|x: &Summary| {
-            json!({"sampler": x.sampler, "half": half_name(x.half), "budget": x.budget,
+    let summary_row = |x: &Summary| {
+        json!({"sampler": x.sampler, "half": half_name(x.half), "budget": x.budget,
                 "problems": x.problems, "median_ratio": finite_or_null(x.median_ratio),
                 "within": x.within, "median_paired_ratio": finite_or_null(x.median_paired_ratio),
                 "paired_within": x.paired_within, "not_reached": x.not_reached,
                 "met": x.met(), "paired_met": x.paired_met()})
-        })
-        .collect();
+    };
+    let summary_json: Vec<Value> = summaries.iter().map(summary_row).collect();
     let reach_json: Vec<Value> = reaches
         .iter()
         .map(|r: &Reach| {
@@ -729,7 +765,7 @@ fn parallel_proposals(spec: &Spec, in_flight: usize, run: &Run) -> Result<()> {
         "in_flight": [1, in_flight],
         "functions": spec.functions, "instances": spec.instances, "dims": spec.dims,
         "mixed": spec.mixed.iter().map(|m| m.name()).collect::<Vec<_>>(),
-        "samplers": spec.samplers, "seeds": (0..spec.seeds).collect::<Vec<_>>(),
+        "samplers": spec.samplers, "seeds": spec.seeds.clone().collect::<Vec<_>>(),
         "budgets": budgets, "in_flight_trials": horizon,
         "measure": format!("per problem, sampler and budget B: target = median over seeds of the \
             sequential best-so-far at B finished trials; T = fewest finished trials at which the \
@@ -739,12 +775,15 @@ fn parallel_proposals(spec: &Spec, in_flight: usize, run: &Run) -> Result<()> {
         "target": format!("median over problems of T/B <= {} at every budget", parallel::TOLERANCE),
         "protocol": format!("{in_flight} trials RUNNING at once: ask until {in_flight} run, \
             parameters suggested at ask, tell the oldest first (equal trial times)"),
+        "control": run.control.then(|| format!("sequential runs on seeds {}..{} measured as the in-flight ones", spec.seeds.end, spec.seeds.end + n_seeds)),
         "sequential_s": sequential_s, "in_flight_s": parallel_s, "threads": run.threads,
         "machine": machine, "load_start": load_start, "load_end": load_end,
     });
     let mut text = format!("{{\n\"meta\": {},\n", serde_json::to_string_pretty(&meta)?);
+    let control_json: Vec<Value> = control.iter().map(summary_row).collect();
     let sections = [
         ("summary", &summary_json),
+        ("control", &control_json),
         ("reaches", &reach_json),
         ("runs", &runs),
     ];

@@ -383,8 +383,8 @@ pub struct Spec {
     pub mixed: Vec<Mixed>,
     /// Sampler names, from [`SAMPLERS`].
     pub samplers: Vec<String>,
-    /// Seeds `0..seeds` per (problem, sampler).
-    pub seeds: u64,
+    /// The seeds of each (problem, sampler), usually `0..n`.
+    pub seeds: std::ops::Range<u64>,
     /// Trial counts at which the best value so far is recorded, ascending;
     /// the last is the length of every study (in finished trials).
     pub checkpoints: Vec<usize>,
@@ -449,7 +449,7 @@ pub fn run_suite(
         let problem = &problems[p];
         let started = std::time::Instant::now();
         let mut out = Vec::new();
-        for seed in 0..spec.seeds {
+        for seed in spec.seeds.clone() {
             let trajectory = run(problem, s, seed, n, spec.in_flight)?;
             let best = spec.checkpoints.iter().map(|c| trajectory[c - 1]).collect();
             out.push(Record {
@@ -467,7 +467,7 @@ pub fn run_suite(
             "{} / {s} / {} in flight: {} seeds in {:.1}s",
             problem.name(),
             spec.in_flight,
-            spec.seeds,
+            spec.seeds.end - spec.seeds.start,
             started.elapsed().as_secs_f64()
         ));
         Ok(out)

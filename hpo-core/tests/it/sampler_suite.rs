@@ -126,7 +126,7 @@ fn suite_runs_end_to_end_deterministically() {
         dims: vec![5],
         mixed: Mixed::ALL.to_vec(),
         samplers: suite::SAMPLERS.iter().map(|s| s.to_string()).collect(),
-        seeds: 3,
+        seeds: 0..3,
         checkpoints: vec![10, 25],
         in_flight: 1,
     };
@@ -206,7 +206,7 @@ fn sampler_variants_set_config_fields_and_name_their_counterpart() {
         dims: vec![5],
         mixed: Vec::new(),
         samplers,
-        seeds: 2,
+        seeds: 0..2,
         checkpoints: vec![30],
         in_flight: 1,
     };
