@@ -741,24 +741,6 @@ fn parallel_proposals(spec: &Spec, in_flight: usize, run: &Run) -> Result<()> {
                 "paired_ratio": finite_or_null(r.paired_ratio())})
         })
         .collect();
-    let runs: Vec<Value> = sequential
-        .iter()
-        .zip(std::iter::repeat(&budgets))
-        .chain(
-            in_flight_runs
-                .iter()
-                .zip(std::iter::repeat(&parallel_spec.checkpoints)),
-        )
-        .map(|(r, cps)| {
-            let best: serde_json::Map<String, Value> = cps
-                .iter()
-                .zip(&r.best)
-                .map(|(c, v)| (c.to_string(), v.map_or(Value::Null, |x| json!(x))))
-                .collect();
-            json!({"problem": r.problem, "half": r.half.as_str(), "sampler": r.sampler,
-                "seed": r.seed, "in_flight": r.in_flight, "best": best})
-        })
-        .collect();
     let meta = json!({
         "label": run.label,
         "command": run.command,
@@ -784,8 +766,9 @@ fn parallel_proposals(spec: &Spec, in_flight: usize, run: &Run) -> Result<()> {
     let sections = [
         ("summary", &summary_json),
         ("control", &control_json),
+        // Per problem, not per seed: per-seed trajectories would take
+        // megabytes, and the command reproduces them exactly.
         ("reaches", &reach_json),
-        ("runs", &runs),
     ];
     for (k, (name, items)) in sections.iter().enumerate() {
         let lines: Vec<String> = items

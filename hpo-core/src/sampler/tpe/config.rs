@@ -61,8 +61,7 @@ pub enum TpeBandwidth {
 ///
 /// The defaults are hpo's, not Optuna's: Optuna 5.0's algorithm with 128
 /// expected-improvement candidates (decaying to 24 as the history grows,
-/// within an evaluation budget), prior weight 0.5 and group decomposition on;
-/// with trials in parallel, running trials weigh a quarter in the constant liar.
+/// within an evaluation budget), prior weight 0.5 and group decomposition on.
 /// They were chosen on the five functions of `benches/sample_efficiency.rs`,
 /// so they are fitted to that benchmark; [`TpeConfig::optuna`] gives Optuna
 /// 5.0's `TPESampler()` settings exactly.
@@ -113,14 +112,6 @@ pub struct TpeConfig {
     /// Count other RUNNING trials' parameters as bad observations, so
     /// parallel workers spread out (default true).
     pub constant_liar: bool,
-    /// Weight of each of those RUNNING trials among the bad observations,
-    /// against a finished trial's (default 0.25; Optuna: 1). A full weight
-    /// pushes proposals out of the region the running trials share with the
-    /// good group, which costs 4 trials in flight many finished trials late
-    /// in a study (book, Performance, "Parallel proposals"); a quarter still
-    /// keeps proposals off each other. With no trial running it changes
-    /// nothing.
-    pub liar_weight: f64,
     /// How numeric bandwidths are chosen (default: Optuna 5.0's neighbour gaps).
     pub bandwidth: TpeBandwidth,
     /// Bandwidth scale of [`TpeBandwidth::Scott`], Optuna's `SIGMA0_MAGNITUDE` (default 0.2).
@@ -145,7 +136,6 @@ impl Default for TpeConfig {
             multivariate: None,
             group: true,
             constant_liar: true,
-            liar_weight: 0.25,
             bandwidth: TpeBandwidth::NeighbourGap,
             sigma0_magnitude: 0.2,
             seed: None,
@@ -163,8 +153,7 @@ impl TpeConfig {
     }
 
     /// Exactly Optuna 5.0's `TPESampler()` defaults: 24 candidates without a
-    /// budget, prior weight 1, no group decomposition, running trials as
-    /// full bad observations (`TPESampler(constant_liar=True)`).
+    /// budget, prior weight 1, no group decomposition.
     pub fn optuna() -> Self {
         TpeConfig {
             n_ei_candidates: 24,
@@ -172,7 +161,6 @@ impl TpeConfig {
             ei_budget: None,
             prior_weight: 1.0,
             group: false,
-            liar_weight: 1.0,
             ..Self::default()
         }
     }
@@ -227,12 +215,6 @@ impl TpeConfig {
             return bad(format!(
                 "TPE prior_weight must be positive, got {}",
                 self.prior_weight
-            ));
-        }
-        if !(self.liar_weight.is_finite() && self.liar_weight > 0.0 && self.liar_weight <= 1.0) {
-            return bad(format!(
-                "TPE liar_weight must be in (0, 1] (turn constant_liar off for none), got {}",
-                self.liar_weight
             ));
         }
         if !(self.sigma0_magnitude.is_finite() && self.sigma0_magnitude > 0.0) {
@@ -304,16 +286,5 @@ mod tests {
         }
         .validate()
         .is_err());
-        for w in [0.0, 1.5, f64::NAN] {
-            let bad = TpeConfig {
-                liar_weight: w,
-                ..TpeConfig::default()
-            };
-            assert!(bad
-                .validate()
-                .unwrap_err()
-                .to_string()
-                .contains("liar_weight"));
-        }
     }
 }

@@ -38,15 +38,10 @@
 //! candidates x bad-group kernels that decays towards 24 as the history grows
 //! (so a suggestion's cost stays flat); **prior weight 0.5** instead of 1; and
 //! **group decomposition on**, so conditional parameters are modelled jointly
-//! rather than independently. These three were chosen on the five problems
-//! of the sample-efficiency suite (book, Performance), where they are at or
-//! below Optuna 5.0's default TPE in 7 of the 10 cells at 100 and 200 trials:
-//! within seed noise of it, not clearly better. A fourth matters only with
-//! trials running in parallel: the constant liar's running trials weigh **a
-//! quarter** of a finished bad observation instead of a whole one (chosen on
-//! the sampler suite's tuning half with 4 trials in flight; book,
-//! Performance, "Parallel proposals"); with no other trial running it
-//! changes nothing.
+//! rather than independently. They were chosen on the five problems of the
+//! sample-efficiency suite (book, Performance), where they are at or below
+//! Optuna 5.0's default TPE in 7 of the 10 cells at 100 and 200 trials: within
+//! seed noise of it, not clearly better.
 //!
 //! Other differences: trials that failed with a constraint violation (OOM,
 //! infeasible) are observations that are always bad, where Optuna needs

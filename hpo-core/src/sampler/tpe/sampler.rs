@@ -28,10 +28,7 @@ use std::sync::Mutex;
 ///   different sets of trials (conditional spaces) are modelled in separate
 ///   groups. Parameters outside the relative space are sampled one at a time.
 /// * **Constant liar** (default): other RUNNING trials count as bad
-///   observations, so parallel workers do not all propose the same point;
-///   each weighs [`TpeConfig::liar_weight`] (a quarter by default, 1 in
-///   Optuna) of a finished one, so the liars do not push proposals out of
-///   the region they share with the good group.
+///   observations, so parallel workers do not all propose the same point.
 /// * **Constraints**: trials that ran out of memory or were infeasible are
 ///   always bad observations, so their region is avoided.
 /// * **Narrowed supports**: candidates are drawn inside the support a
@@ -150,18 +147,9 @@ impl TpeSampler {
             Some(&below_order),
             Some(&below_norms),
         );
-        let mut above_weights = cfg.weights.weights(na);
-        // The liars are the last rows: each weighs `liar_weight` of what a
-        // finished trial in its place would (1: Optuna's constant liar).
-        if cfg.liar_weight != 1.0 {
-            let first_liar = na.saturating_sub(liars.len());
-            for w in above_weights.iter_mut().skip(first_liar) {
-                *w *= cfg.liar_weight;
-            }
-        }
         let pe_above = ParzenEstimator::with_order(
             above_x,
-            &above_weights,
+            &cfg.weights.weights(na),
             &dims,
             cfg,
             Some(&above_order),
@@ -644,45 +632,6 @@ mod tests {
         };
         let (with, without) = (near(true), near(false));
         assert!(with < without, "with liar {with}, without {without}");
-    }
-
-    #[test]
-    fn liar_weight_scales_the_push_away_from_running_trials() {
-        // As above, with a few running trials: full-weight liars push
-        // proposals off 0.5 hardest, quarter-weight ones less, none not at all.
-        let mut trials: Vec<Arc<FrozenTrial>> = (0..40)
-            .map(|i| {
-                let x = i as f64 / 40.0;
-                complete(i, x, (x - 0.5).abs())
-            })
-            .collect();
-        trials.extend((0..3).map(|i| running_at(40 + i, 0.49 + 0.01 * i as f64)));
-        let dirs = [Direction::Minimize];
-        let view = StudyView::new("s", &dirs, &trials);
-        // Mean distance of the proposals from 0.5.
-        let away = |cfg: TpeConfig| {
-            let s = TpeSampler::with_config(cfg).unwrap();
-            (0..200)
-                .map(|k| {
-                    let me = FrozenTrial::new(1000 + k, 1000 + k, TrialState::Running);
-                    let x = s
-                        .sample_independent(&view, &me, "x", &float(), &Support::Full)
-                        .unwrap();
-                    (x - 0.5).abs()
-                })
-                .sum::<f64>()
-                / 200.0
-        };
-        let full = away(TpeConfig {
-            liar_weight: 1.0,
-            ..TpeConfig::seeded(5)
-        });
-        let quarter = away(TpeConfig::seeded(5));
-        let off = away(TpeConfig {
-            constant_liar: false,
-            ..TpeConfig::seeded(5)
-        });
-        assert!(full > quarter && quarter > off, "{full} {quarter} {off}");
     }
 
     #[test]
