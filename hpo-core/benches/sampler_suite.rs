@@ -16,7 +16,7 @@
 //! cargo bench -p hpo-core --bench sampler_suite -- [--functions 1,2] [--instances 1,2,3]
 //!     [--dims 5,10] [--seeds 10] [--budget 200] [--mixed 1,2|none]
 //!     [--samplers tpe,tpe_optuna,random,qmc,cmaes] [--reference FILE] [--out DIR] [--label TEXT]
-//!     [--threads N]
+//!     [--threads N] [--in-flight K [--control]]
 //! ```
 //!
 //! A sampler may also be a variant, `tpe:{json}` or `cmaes:{json}`, whose
@@ -24,6 +24,15 @@
 //! tuning half); each sampler is compared with its Optuna counterpart.
 //! Studies run on `--threads` threads (default: the CPUs available); each
 //! is sequential and seeded, so results do not depend on the thread count.
+//!
+//! `--in-flight K` (K > 1) measures parallel proposals instead: every study
+//! runs sequentially to the largest budget and again with K trials in flight
+//! (the executor's pattern, `suite::drive`) to 1.25 times that; the number of
+//! finished trials the in-flight runs need to match the sequential median at
+//! each budget (`support/parallel.rs`) goes to `parallel_proposals.json` and
+//! `.md` in `--out` (the sampler suite's own files are left alone).
+//! `--control` adds the measure's noise floor: sequential runs on the next
+//! seeds measured as if they were the in-flight ones.
 //!
 //! Defaults: the whole suite (f1..f24, instances 1-3, 5-D and 10-D, both mixed
 //! spaces, 10 seeds, budget 200), which takes hours on a small machine; run
@@ -39,6 +48,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
+use support::parallel::{self, Reach, Summary};
 use support::suite::{self, Half, Mixed, Record, Spec, Verdict};
 
 /// Significance level of the paired comparison.
@@ -134,9 +144,12 @@ fn main() -> Result<()> {
         dims: vec![5, 10],
         mixed: Mixed::ALL.to_vec(),
         samplers: suite::SAMPLERS.iter().map(|s| s.to_string()).collect(),
-        seeds: 10,
+        seeds: 0..10,
         checkpoints: Vec::new(),
+        in_flight: 1,
     };
+    let mut in_flight = 1usize;
+    let mut control = false;
     let mut budget = 200usize;
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut reference_path = root.join("bench/reference/optuna/sampler_suite.json");
@@ -168,7 +181,7 @@ fn main() -> Result<()> {
             "--functions" => spec.functions = list(value()?, a)?,
             "--instances" => spec.instances = list(value()?, a)?,
             "--dims" => spec.dims = list(value()?, a)?,
-            "--seeds" => spec.seeds = value()?.parse()?,
+            "--seeds" => spec.seeds = 0..value()?.parse()?,
             "--budget" => budget = value()?.parse()?,
             "--samplers" => spec.samplers = sampler_list(value()?),
             "--mixed" => {
@@ -192,6 +205,8 @@ fn main() -> Result<()> {
             "--out" => out_dir = root.join(value()?),
             "--label" => label = value()?.clone(),
             "--threads" => threads = value()?.parse()?,
+            "--in-flight" => in_flight = value()?.parse()?,
+            "--control" => control = true,
             other => bail!("unknown argument `{other}`"),
         }
     }
@@ -205,6 +220,19 @@ fn main() -> Result<()> {
     }
     for s in &spec.samplers {
         suite::make_sampler(s, 0)?;
+    }
+    if in_flight == 0 {
+        bail!("--in-flight must be at least 1");
+    }
+    if in_flight > 1 {
+        let run = Run {
+            label,
+            command: format!("cargo bench -p hpo-core --bench sampler_suite -- {shell_command}"),
+            out_dir,
+            threads,
+            control,
+        };
+        return parallel_proposals(&spec, in_flight, &run);
     }
     let (reference, reference_meta) = suite::read_reference(&reference_path)?;
 
@@ -249,7 +277,7 @@ fn main() -> Result<()> {
     let mut comparisons = Vec::new();
     writeln!(
         md,
-        "# Sampler suite\n\n{}`cargo bench -p hpo-core --bench sampler_suite -- {}`\n",
+        "# Sampler suite (sequential: 1 trial in flight)\n\n{}`cargo bench -p hpo-core --bench sampler_suite -- {}`\n",
         if label.is_empty() {
             String::new()
         } else {
@@ -266,7 +294,7 @@ fn main() -> Result<()> {
          the start, {load_end} at the end (niced runs share the machine).\n",
         groups.len(),
         spec.samplers.len(),
-        spec.seeds,
+        spec.seeds.end - spec.seeds.start,
         spec.checkpoints,
         wall_s
     )?;
@@ -485,7 +513,8 @@ fn main() -> Result<()> {
         "command": format!("cargo bench -p hpo-core --bench sampler_suite -- {}", shell_command),
         "functions": spec.functions, "instances": spec.instances, "dims": spec.dims,
         "mixed": spec.mixed.iter().map(|m| m.name()).collect::<Vec<_>>(),
-        "samplers": spec.samplers, "seeds": (0..spec.seeds).collect::<Vec<_>>(),
+        "samplers": spec.samplers, "seeds": spec.seeds.clone().collect::<Vec<_>>(),
+        "in_flight": spec.in_flight,
         "budgets": spec.checkpoints, "problems": problems.len(), "wall_s": wall_s,
         "machine": machine, "load_start": load_start, "load_end": load_end,
         "split": "odd BBOB function numbers and mixed space 1: tuning; even and mixed space 2: held out",
@@ -511,5 +540,273 @@ fn main() -> Result<()> {
     text.push_str("}\n");
     std::fs::write(out_dir.join("sampler_suite.json"), text)?;
     std::fs::write(out_dir.join("sampler_suite.md"), &md)?;
+    Ok(())
+}
+
+/// Where and how a report is written.
+struct Run {
+    label: String,
+    /// The command line that reproduces it.
+    command: String,
+    out_dir: PathBuf,
+    threads: usize,
+    /// Also measure sequential runs with other seeds against the
+    /// sequential runs: the measure's noise floor.
+    control: bool,
+}
+
+/// A ratio `T / B` for the tables: `> 1.25` where the target was not reached.
+fn fmt_ratio(x: f64) -> String {
+    if x.is_infinite() {
+        format!("> {}", parallel::OVERRUN)
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+fn half_name(h: Option<Half>) -> &'static str {
+    h.map_or("all", Half::as_str)
+}
+
+/// `--in-flight K`: every (problem, sampler, seed) sequentially to the
+/// largest budget, then with `in_flight` trials in flight to
+/// [`parallel::OVERRUN`] times it; writes `parallel_proposals.{json,md}`.
+fn parallel_proposals(spec: &Spec, in_flight: usize, run: &Run) -> Result<()> {
+    let budgets = spec.checkpoints.clone();
+    let largest = *budgets.last().context("no budgets")?;
+    let horizon = parallel::overrun_trials(largest);
+    let load_start = load_average();
+    let t0 = Instant::now();
+    let sequential = suite::run_suite(spec, run.threads, |l| eprintln!("{l}"))?;
+    let sequential_s = t0.elapsed().as_secs_f64();
+    let mut checkpoints = budgets.clone();
+    if horizon > largest {
+        checkpoints.push(horizon);
+    }
+    let parallel_spec = Spec {
+        checkpoints,
+        in_flight,
+        ..spec.clone()
+    };
+    let t1 = Instant::now();
+    let in_flight_runs = suite::run_suite(&parallel_spec, run.threads, |l| eprintln!("{l}"))?;
+    let parallel_s = t1.elapsed().as_secs_f64();
+    // The noise floor: sequential runs with the next seeds, renumbered to
+    // pair with the first ones, measured the same way.
+    let n_seeds = spec.seeds.end - spec.seeds.start;
+    let control = if run.control {
+        let other = Spec {
+            seeds: spec.seeds.end..spec.seeds.end + n_seeds,
+            in_flight: 1,
+            ..parallel_spec.clone()
+        };
+        let mut records = suite::run_suite(&other, run.threads, |l| eprintln!("{l}"))?;
+        for r in &mut records {
+            r.seed -= n_seeds;
+        }
+        parallel::summarize(&parallel::reaches(&sequential, &records, &budgets)?)
+    } else {
+        Vec::new()
+    };
+    let load_end = load_average();
+    let machine = machine();
+
+    let reaches = parallel::reaches(&sequential, &in_flight_runs, &budgets)?;
+    let summaries = parallel::summarize(&reaches);
+
+    let mut md = String::new();
+    writeln!(
+        md,
+        "# Parallel proposals: {in_flight} trials in flight against sequential\n\n{}`{}`\n",
+        if run.label.is_empty() {
+            String::new()
+        } else {
+            format!("{}\n\n", run.label)
+        },
+        run.command
+    )?;
+    writeln!(
+        md,
+        "{} problems x {} samplers x {} seeds. Each study ran sequentially (1 trial in flight) \
+         to {largest} finished trials ({sequential_s:.0} s) and with {in_flight} trials in \
+         flight to {horizon} ({parallel_s:.0} s): asked until {in_flight} are running, each \
+         trial's parameters suggested at its ask, the oldest told first (equal trial times), \
+         as the executor runs them; TPE's constant liar sees the running trials. Machine: \
+         {machine}; load average (1, 5, 15 min) {load_start} at the start, {load_end} at the \
+         end; {} threads.\n",
+        reaches
+            .iter()
+            .map(|r| &r.problem)
+            .collect::<BTreeSet<_>>()
+            .len(),
+        spec.samplers.len(),
+        spec.seeds.end - spec.seeds.start,
+        run.threads
+    )?;
+    writeln!(
+        md,
+        "**Measure.** Per problem, sampler and budget B: the target is the sequential median \
+         (over seeds) best-so-far at B finished trials; T is the fewest finished trials at \
+         which the {in_flight}-in-flight median best-so-far reaches the target (not reached \
+         within {horizon}: counted as more than {}·B); the efficiency ratio is T/B. Per \
+         budget: the median ratio over problems and the share of problems with T/B <= {}. \
+         **Target:** the median T/B at most {} at every budget (the whole suite).\n",
+        parallel::OVERRUN,
+        parallel::TOLERANCE,
+        parallel::TOLERANCE
+    )?;
+    writeln!(
+        md,
+        "T/B leans below 1 where the sequential median curve is flat before B (it had reached \
+         the target earlier), so the tables also give T/T_seq, with T_seq the sequential \
+         curve's own first count at the target: trials to the same level, in flight against \
+         sequential, exactly 1 for identical runs (random and QMC, whose draws do not depend on \
+         the other trials).\n"
+    )?;
+    for s in &spec.samplers {
+        let verdict = |paired: bool| {
+            let met = parallel::target_met(&summaries, s, paired);
+            let medians = summaries
+                .iter()
+                .filter(|x| x.sampler == *s && x.half.is_none())
+                .map(|x| {
+                    fmt_ratio(if paired {
+                        x.median_paired_ratio
+                    } else {
+                        x.median_ratio
+                    })
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            format!("{} ({medians})", if met { "met" } else { "MISSED" })
+        };
+        writeln!(
+            md,
+            "- `{s}`: median T/B at budgets {budgets:?}: target {}; median T/T_seq: {}.",
+            verdict(false),
+            verdict(true)
+        )?;
+    }
+    let table = |md: &mut String, rows: &[Summary]| -> std::fmt::Result {
+        writeln!(
+            md,
+            "\n| sampler | half | budget | problems | median T/B | T/B <= {tol} | median \
+             T/T_seq | T/T_seq <= {tol} | not reached |\n|---|---|---|---|---|---|---|---|---|",
+            tol = parallel::TOLERANCE
+        )?;
+        let share =
+            |k: usize, n: usize| format!("{k}/{n} ({:.0} %)", 100.0 * k as f64 / n.max(1) as f64);
+        for x in rows {
+            writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                x.sampler,
+                half_name(x.half),
+                x.budget,
+                x.problems,
+                fmt_ratio(x.median_ratio),
+                share(x.within, x.problems),
+                fmt_ratio(x.median_paired_ratio),
+                share(x.paired_within, x.problems),
+                x.not_reached,
+            )?;
+        }
+        Ok(())
+    };
+    table(&mut md, &summaries)?;
+    if !control.is_empty() {
+        writeln!(
+            md,
+            "\n### Noise floor\n\nThe same measure with sequential runs on seeds {}..{} in \
+             place of the in-flight runs (to {horizon} trials): what seed noise alone gives.",
+            spec.seeds.end,
+            spec.seeds.end + n_seeds
+        )?;
+        table(&mut md, &control)?;
+    }
+    writeln!(
+        md,
+        "\n## Per problem\n\n| sampler | problem | half | B | target (sequential median at B) | \
+         in-flight median at B | T_seq | T | T/B | T/T_seq |\n|---|---|---|---|---|---|---|---|---|---|"
+    )?;
+    for r in &reaches {
+        writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.sampler,
+            r.problem,
+            r.half.as_str(),
+            r.budget,
+            fmt(r.target),
+            fmt(r.parallel_at_budget),
+            r.sequential_reached_at,
+            r.reached_at
+                .map_or_else(|| format!("> {}", r.horizon), |t| t.to_string()),
+            fmt_ratio(r.ratio()),
+            fmt_ratio(r.paired_ratio())
+        )?;
+    }
+    print!("{md}");
+
+    let summary_row = |x: &Summary| {
+        json!({"sampler": x.sampler, "half": half_name(x.half), "budget": x.budget,
+                "problems": x.problems, "median_ratio": finite_or_null(x.median_ratio),
+                "within": x.within, "median_paired_ratio": finite_or_null(x.median_paired_ratio),
+                "paired_within": x.paired_within, "not_reached": x.not_reached,
+                "met": x.met(), "paired_met": x.paired_met()})
+    };
+    let summary_json: Vec<Value> = summaries.iter().map(summary_row).collect();
+    let reach_json: Vec<Value> = reaches
+        .iter()
+        .map(|r: &Reach| {
+            json!({"sampler": r.sampler, "problem": r.problem, "half": r.half.as_str(),
+                "budget": r.budget, "target": finite_or_null(r.target),
+                "in_flight_at_budget": finite_or_null(r.parallel_at_budget),
+                "sequential_reached_at": r.sequential_reached_at,
+                "reached_at": r.reached_at, "ratio": finite_or_null(r.ratio()),
+                "paired_ratio": finite_or_null(r.paired_ratio())})
+        })
+        .collect();
+    let meta = json!({
+        "label": run.label,
+        "command": run.command,
+        "in_flight": [1, in_flight],
+        "functions": spec.functions, "instances": spec.instances, "dims": spec.dims,
+        "mixed": spec.mixed.iter().map(|m| m.name()).collect::<Vec<_>>(),
+        "samplers": spec.samplers, "seeds": spec.seeds.clone().collect::<Vec<_>>(),
+        "budgets": budgets, "in_flight_trials": horizon,
+        "measure": format!("per problem, sampler and budget B: target = median over seeds of the \
+            sequential best-so-far at B finished trials; T = fewest finished trials at which the \
+            median over seeds of the {in_flight}-in-flight best-so-far is <= target (null: not \
+            within {horizon}); ratio = T/B; paired ratio = T/T_seq with T_seq the fewest \
+            finished trials at which the sequential median is <= target"),
+        "target": format!("median over problems of T/B <= {} at every budget", parallel::TOLERANCE),
+        "protocol": format!("{in_flight} trials RUNNING at once: ask until {in_flight} run, \
+            parameters suggested at ask, tell the oldest first (equal trial times)"),
+        "control": run.control.then(|| format!("sequential runs on seeds {}..{} measured as the in-flight ones", spec.seeds.end, spec.seeds.end + n_seeds)),
+        "sequential_s": sequential_s, "in_flight_s": parallel_s, "threads": run.threads,
+        "machine": machine, "load_start": load_start, "load_end": load_end,
+    });
+    let mut text = format!("{{\n\"meta\": {},\n", serde_json::to_string_pretty(&meta)?);
+    let control_json: Vec<Value> = control.iter().map(summary_row).collect();
+    let sections = [
+        ("summary", &summary_json),
+        ("control", &control_json),
+        // Per problem, not per seed: per-seed trajectories would take
+        // megabytes, and the command reproduces them exactly.
+        ("reaches", &reach_json),
+    ];
+    for (k, (name, items)) in sections.iter().enumerate() {
+        let lines: Vec<String> = items
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<Result<_, _>>()?;
+        let end = if k + 1 == sections.len() { "" } else { "," };
+        writeln!(text, "\"{name}\": [\n{}\n]{end}", lines.join(",\n"))?;
+    }
+    text.push_str("}\n");
+    std::fs::create_dir_all(&run.out_dir)?;
+    std::fs::write(run.out_dir.join("parallel_proposals.json"), text)?;
+    std::fs::write(run.out_dir.join("parallel_proposals.md"), &md)?;
     Ok(())
 }

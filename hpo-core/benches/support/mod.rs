@@ -2,4 +2,5 @@
 //! (included with `#[path]`, so it stays out of hpo-core's public API).
 
 pub mod bbob;
+pub mod parallel;
 pub mod suite;

@@ -15,8 +15,10 @@
 //!   numbered 1 and 2 and follow the same rule. Defaults may be tuned on the
 //!   tuning half only; they are judged on the held-out half.
 //! * **The runner** ([`run`], [`run_suite`]): one in-memory study per
-//!   (problem, sampler, seed), sequential ask/tell, the best feasible value so
-//!   far recorded at each checkpoint.
+//!   (problem, sampler, seed), sequential ask/tell or with several trials in
+//!   flight ([`drive`]: the executor's pattern, the constant liar at work),
+//!   the best feasible value so far recorded at each checkpoint of finished
+//!   trials.
 //! * **The comparison** ([`compare`]): per problem, hpo's runs against
 //!   Optuna's paired by seed index (the two use different random streams, so
 //!   the pairing is by position only), Wilcoxon's signed-rank test, exact,
@@ -28,11 +30,11 @@
 use super::bbob::Bbob;
 use anyhow::{bail, Context, Result};
 use hpo_core::{
-    CmaEsConfig, CmaEsSampler, Direction, QmcConfig, QmcSampler, RandomSampler, Sampler, Study,
-    TpeConfig, TpeSampler, Trial, TrialError,
+    CmaEsConfig, CmaEsSampler, Direction, FrozenTrial, QmcConfig, QmcSampler, RandomSampler,
+    Sampler, Study, TpeConfig, TpeSampler, Trial, TrialError, TrialState,
 };
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -295,14 +297,53 @@ pub fn optuna_counterpart(name: &str) -> &str {
     }
 }
 
-/// One study: `n_trials` sequential trials of `problem` under `sampler`
-/// seeded with `seed`; the best feasible value after each trial (`None`
-/// until the first feasible one).
+/// Drives `study` through `n_trials` finished trials with `in_flight` of
+/// them RUNNING at once, as an executor with `in_flight` workers whose trials
+/// all take equally long would: it asks until `in_flight` trials are running,
+/// calling `evaluate` on each right after its ask (so its parameters are in
+/// the study before the next ask, where the sampler sees them as RUNNING),
+/// then tells the oldest (first in, first out) and asks again, until
+/// `n_trials` have been asked; then it tells the rest. `finished` sees each
+/// trial as told, in ask order. With `in_flight` 1 this is the sequential
+/// ask / evaluate / tell loop. The outer error is a refused ask, suggestion
+/// or tell.
+pub fn drive(
+    study: &Study,
+    n_trials: usize,
+    in_flight: usize,
+    mut evaluate: impl FnMut(&mut Trial) -> Result<Result<f64, TrialError>>,
+    mut finished: impl FnMut(&FrozenTrial),
+) -> Result<()> {
+    if in_flight == 0 {
+        bail!("in-flight trials must be at least 1");
+    }
+    let mut running: VecDeque<(Trial, Result<f64, TrialError>)> =
+        VecDeque::with_capacity(in_flight);
+    let mut asked = 0;
+    loop {
+        while running.len() < in_flight && asked < n_trials {
+            let mut trial = study.ask()?;
+            let result = evaluate(&mut trial)?;
+            running.push_back((trial, result));
+            asked += 1;
+        }
+        let Some((trial, result)) = running.pop_front() else {
+            return Ok(());
+        };
+        finished(&*study.tell(trial, result)?);
+    }
+}
+
+/// One study: `n_trials` finished trials of `problem` under `sampler` seeded
+/// with `seed`, `in_flight` of them running at once ([`drive`]; 1 is the
+/// sequential loop); the best feasible value after each finished trial
+/// (`None` until the first feasible one).
 pub fn run(
     problem: &Problem,
     sampler: &str,
     seed: u64,
     n_trials: usize,
+    in_flight: usize,
 ) -> Result<Vec<Option<f64>>> {
     let study = Study::builder()
         .direction(Direction::Minimize)
@@ -310,17 +351,22 @@ pub fn run(
         .build()?;
     let mut best: Option<f64> = None;
     let mut out = Vec::with_capacity(n_trials);
-    for _ in 0..n_trials {
-        let mut trial = study.ask()?;
-        let result = problem
-            .evaluate(&mut trial)
-            .with_context(|| format!("{} under {sampler}", problem.name()))?;
-        if let Ok(v) = result {
-            best = Some(best.map_or(v, |b| b.min(v)));
-        }
-        study.tell(trial, result)?;
-        out.push(best);
-    }
+    drive(
+        &study,
+        n_trials,
+        in_flight,
+        |trial| {
+            problem
+                .evaluate(trial)
+                .with_context(|| format!("{} under {sampler}", problem.name()))
+        },
+        |told| {
+            if let (TrialState::Complete, Some(&[v])) = (told.state, told.values.as_deref()) {
+                best = Some(best.map_or(v, |b| b.min(v)));
+            }
+            out.push(best);
+        },
+    )?;
     Ok(out)
 }
 
@@ -337,11 +383,13 @@ pub struct Spec {
     pub mixed: Vec<Mixed>,
     /// Sampler names, from [`SAMPLERS`].
     pub samplers: Vec<String>,
-    /// Seeds `0..seeds` per (problem, sampler).
-    pub seeds: u64,
+    /// The seeds of each (problem, sampler), usually `0..n`.
+    pub seeds: std::ops::Range<u64>,
     /// Trial counts at which the best value so far is recorded, ascending;
-    /// the last is the length of every study.
+    /// the last is the length of every study (in finished trials).
     pub checkpoints: Vec<usize>,
+    /// Trials running at once in each study (1: sequential; see [`drive`]).
+    pub in_flight: usize,
 }
 
 impl Spec {
@@ -374,6 +422,8 @@ pub struct Record {
     pub sampler: String,
     /// The seed.
     pub seed: u64,
+    /// Trials that were running at once (1: sequential).
+    pub in_flight: usize,
     /// The best value so far at each of the spec's checkpoints.
     pub best: Vec<Option<f64>>,
     /// The whole best-so-far trajectory, one value per trial.
@@ -399,8 +449,8 @@ pub fn run_suite(
         let problem = &problems[p];
         let started = std::time::Instant::now();
         let mut out = Vec::new();
-        for seed in 0..spec.seeds {
-            let trajectory = run(problem, s, seed, n)?;
+        for seed in spec.seeds.clone() {
+            let trajectory = run(problem, s, seed, n, spec.in_flight)?;
             let best = spec.checkpoints.iter().map(|c| trajectory[c - 1]).collect();
             out.push(Record {
                 problem: problem.name(),
@@ -408,14 +458,16 @@ pub fn run_suite(
                 optimum: problem.optimum(),
                 sampler: s.to_owned(),
                 seed,
+                in_flight: spec.in_flight,
                 best,
                 trajectory,
             });
         }
         progress(&format!(
-            "{} / {s}: {} seeds in {:.1}s",
+            "{} / {s} / {} in flight: {} seeds in {:.1}s",
             problem.name(),
-            spec.seeds,
+            spec.in_flight,
+            spec.seeds.end - spec.seeds.start,
             started.elapsed().as_secs_f64()
         ));
         Ok(out)

@@ -19,6 +19,7 @@ mod grid_sampler;
 mod heartbeat_retry;
 mod layers;
 mod optuna_interop;
+mod parallel_proposals;
 #[cfg(feature = "postgres")]
 mod postgres_processes;
 #[cfg(feature = "postgres")]

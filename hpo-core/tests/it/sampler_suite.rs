@@ -126,8 +126,9 @@ fn suite_runs_end_to_end_deterministically() {
         dims: vec![5],
         mixed: Mixed::ALL.to_vec(),
         samplers: suite::SAMPLERS.iter().map(|s| s.to_string()).collect(),
-        seeds: 3,
+        seeds: 0..3,
         checkpoints: vec![10, 25],
+        in_flight: 1,
     };
     let lines = std::sync::atomic::AtomicUsize::new(0);
     let records = suite::run_suite(&spec, 1, |_| {
@@ -205,8 +206,9 @@ fn sampler_variants_set_config_fields_and_name_their_counterpart() {
         dims: vec![5],
         mixed: Vec::new(),
         samplers,
-        seeds: 2,
+        seeds: 0..2,
         checkpoints: vec![30],
+        in_flight: 1,
     };
     let variant = r#"tpe:{"n_ei_candidates":24,"min_ei_candidates":24,"ei_budget":null,"prior_weight":1.0,"group":false}"#;
     let a = suite::run_suite(&spec(vec!["tpe_optuna".into()]), 1, |_| ()).unwrap();
