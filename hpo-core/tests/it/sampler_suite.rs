@@ -282,7 +282,7 @@ fn committed_optuna_reference_names_suite_problems() {
     names.extend(Mixed::ALL.iter().map(|m| m.name().to_owned()));
     for ((problem, sampler, budget), by_seed) in &reference {
         assert!(names.contains(problem), "unknown problem {problem}");
-        assert!(["tpe", "random", "cmaes"].contains(&sampler.as_str()));
+        assert!(["tpe", "random", "qmc", "cmaes"].contains(&sampler.as_str()));
         assert!(suite::BUDGETS.contains(budget));
         // Optuna's values are the same problems': never below our optimum.
         let optimum = if let Some(m) = Mixed::ALL.iter().find(|m| m.name() == problem) {
@@ -298,6 +298,24 @@ fn committed_optuna_reference_names_suite_problems() {
                 *v >= optimum - 1e-9 * optimum.abs().max(1.0),
                 "{problem}: {v} < {optimum}"
             );
+        }
+    }
+    // The whole reference the issue asks for: every problem, each of Optuna's
+    // samplers, every budget, seeds 0-9 at least.
+    for problem in &names {
+        for sampler in ["tpe", "random", "qmc", "cmaes"] {
+            for budget in suite::BUDGETS {
+                let key = (problem.clone(), sampler.to_owned(), budget);
+                let seeds = reference
+                    .get(&key)
+                    .map(|m| m.keys().copied().collect::<Vec<_>>());
+                assert!(
+                    seeds
+                        .as_ref()
+                        .is_some_and(|s| (0..10).all(|k| s.contains(&k))),
+                    "{problem} / {sampler} at {budget}: seeds {seeds:?}"
+                );
+            }
         }
     }
 }
