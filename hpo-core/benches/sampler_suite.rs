@@ -92,6 +92,22 @@ fn sampler_list(s: &str) -> Vec<String> {
     out.into_iter().filter(|x| !x.is_empty()).collect()
 }
 
+/// A results file: `meta` pretty-printed, then each section as an array with
+/// one entry per line (readable diffs without a multi-megabyte file).
+fn json_document(meta: &Value, sections: &[(&str, &Vec<Value>)]) -> Result<String> {
+    let mut text = format!("{{\n\"meta\": {},\n", serde_json::to_string_pretty(meta)?);
+    for (k, (name, items)) in sections.iter().enumerate() {
+        let lines: Vec<String> = items
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<Result<_, _>>()?;
+        let end = if k + 1 == sections.len() { "" } else { "," };
+        writeln!(text, "\"{name}\": [\n{}\n]{end}", lines.join(",\n"))?;
+    }
+    text.push_str("}\n");
+    Ok(text)
+}
+
 fn fmt(x: f64) -> String {
     if x >= f64::MAX {
         "-".to_owned()
@@ -521,23 +537,15 @@ fn main() -> Result<()> {
         "comparison": "hpo tpe vs Optuna tpe per problem, paired by seed index, exact two-sided Wilcoxon signed-rank at 5 %, not significant = tie",
         "reference": if reference.is_empty() { Value::Null } else { reference_meta },
     });
-    let mut text = format!("{{\n\"meta\": {},\n", serde_json::to_string_pretty(&meta)?);
-    let sections = [
-        ("medians", &medians),
-        ("mean_ranks", &ranks_json),
-        ("comparison", &comparisons),
-        ("runs", &runs),
-    ];
-    for (k, (name, items)) in sections.iter().enumerate() {
-        // One entry per line: readable diffs without a multi-megabyte file.
-        let lines: Vec<String> = items
-            .iter()
-            .map(serde_json::to_string)
-            .collect::<Result<_, _>>()?;
-        let end = if k + 1 == sections.len() { "" } else { "," };
-        writeln!(text, "\"{name}\": [\n{}\n]{end}", lines.join(",\n"))?;
-    }
-    text.push_str("}\n");
+    let text = json_document(
+        &meta,
+        &[
+            ("medians", &medians),
+            ("mean_ranks", &ranks_json),
+            ("comparison", &comparisons),
+            ("runs", &runs),
+        ],
+    )?;
     std::fs::write(out_dir.join("sampler_suite.json"), text)?;
     std::fs::write(out_dir.join("sampler_suite.md"), &md)?;
     Ok(())
@@ -787,24 +795,17 @@ fn parallel_proposals(spec: &Spec, in_flight: usize, run: &Run) -> Result<()> {
         "sequential_s": sequential_s, "in_flight_s": parallel_s, "threads": run.threads,
         "machine": machine, "load_start": load_start, "load_end": load_end,
     });
-    let mut text = format!("{{\n\"meta\": {},\n", serde_json::to_string_pretty(&meta)?);
     let control_json: Vec<Value> = control.iter().map(summary_row).collect();
-    let sections = [
-        ("summary", &summary_json),
-        ("control", &control_json),
-        // Per problem, not per seed: per-seed trajectories would take
-        // megabytes, and the command reproduces them exactly.
-        ("reaches", &reach_json),
-    ];
-    for (k, (name, items)) in sections.iter().enumerate() {
-        let lines: Vec<String> = items
-            .iter()
-            .map(serde_json::to_string)
-            .collect::<Result<_, _>>()?;
-        let end = if k + 1 == sections.len() { "" } else { "," };
-        writeln!(text, "\"{name}\": [\n{}\n]{end}", lines.join(",\n"))?;
-    }
-    text.push_str("}\n");
+    let text = json_document(
+        &meta,
+        &[
+            ("summary", &summary_json),
+            ("control", &control_json),
+            // Per problem, not per seed: per-seed trajectories would take
+            // megabytes, and the command reproduces them exactly.
+            ("reaches", &reach_json),
+        ],
+    )?;
     std::fs::create_dir_all(&run.out_dir)?;
     std::fs::write(run.out_dir.join("parallel_proposals.json"), text)?;
     std::fs::write(run.out_dir.join("parallel_proposals.md"), &md)?;
