@@ -8,6 +8,8 @@ use super::domain::{adapted, clip_sigma, SampleRange};
 use super::scratch;
 use super::truncnorm::{log_gauss_mass, sample_standard, LN_SQRT_2PI};
 use rand::Rng;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// Smallest bandwidth without the magic clip (Optuna's `EPS`).
 pub(super) const EPS: f64 = 1e-12;
@@ -37,8 +39,61 @@ pub(super) enum Kernels {
     },
 }
 
+/// Log cell masses of one discrete dimension's kernels, computed on first
+/// use: per distinct `(mu, sigma)` pair at the current point, and across
+/// points by the standardised cell ends (grid values repeat, so the same
+/// cell, relative to a kernel, recurs for many pairs and points). A mass is
+/// a function of the cell ends alone, so reusing it changes no bit.
+#[derive(Debug, Default)]
+pub(super) struct CellMasses {
+    /// By pair at the current point; `NaN`: not computed yet.
+    by_pair: Vec<f64>,
+    /// By the bits of the standardised cell ends `(a, b)`.
+    by_cell: HashMap<(u64, u64), f64, BuildHasherDefault<CellHasher>>,
+}
+
+impl CellMasses {
+    /// Room for the pairs of `ks` (nothing for a categorical dimension).
+    pub(super) fn of(ks: &Kernels) -> Self {
+        let n = match ks {
+            Kernels::Numeric { pairs, .. } => pairs.len(),
+            Kernels::Categorical { .. } => 0,
+        };
+        CellMasses {
+            by_pair: vec![f64::NAN; n],
+            by_cell: HashMap::default(),
+        }
+    }
+
+    /// Forgets the per-pair masses of the previous point.
+    pub(super) fn next_point(&mut self) {
+        self.by_pair.fill(f64::NAN);
+    }
+}
+
+/// A multiply-rotate hash of the two `u64` words of a cell key (FxHash's
+/// step): the keys are float bits, not attacker-chosen.
+#[derive(Debug, Default)]
+pub(super) struct CellHasher(u64);
+
+impl Hasher for CellHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
 /// Kernel `k`'s log mass at `x` in a discrete or categorical dimension.
-pub(super) fn term(ks: &Kernels, k: usize, x: f64, cache: &mut [f64]) -> f64 {
+pub(super) fn term(ks: &Kernels, k: usize, x: f64, masses: &mut CellMasses) -> f64 {
     match ks {
         Kernels::Numeric {
             step,
@@ -48,11 +103,15 @@ pub(super) fn term(ks: &Kernels, k: usize, x: f64, cache: &mut [f64]) -> f64 {
         } => {
             let s = step.unwrap_or(0.0);
             let p = pair_of[k] as usize;
-            if cache[p].is_nan() {
+            if masses.by_pair[p].is_nan() {
                 let (mu, sigma) = pairs[p];
-                cache[p] = log_gauss_mass((x - s / 2.0 - mu) / sigma, (x + s / 2.0 - mu) / sigma);
+                let (a, b) = ((x - s / 2.0 - mu) / sigma, (x + s / 2.0 - mu) / sigma);
+                masses.by_pair[p] = *masses
+                    .by_cell
+                    .entry((a.to_bits(), b.to_bits()))
+                    .or_insert_with(|| log_gauss_mass(a, b));
             }
-            cache[p]
+            masses.by_pair[p]
         }
         Kernels::Categorical { obs, logs, .. } => match obs.get(k) {
             Some(c) if *c as usize == x as usize => logs[0],

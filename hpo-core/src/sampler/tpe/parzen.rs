@@ -21,7 +21,7 @@
 
 use super::config::TpeConfig;
 use super::domain::{Dim, SampleRange};
-use super::kernels::{categorical, draw, numeric, term, Kernels};
+use super::kernels::{categorical, draw, numeric, term, CellMasses, Kernels};
 use super::scratch;
 use rand::Rng;
 
@@ -204,14 +204,11 @@ impl ParzenEstimator {
                 Kernels::Categorical { .. } => None,
             })
             .collect();
-        // Cell masses of discrete dimensions, per distinct kernel, computed on first use.
-        let mut caches: Vec<Vec<f64>> = self
+        // Cell masses of discrete dimensions, computed on first use.
+        let mut caches: Vec<CellMasses> = self
             .other_dims
             .iter()
-            .map(|d| match &self.kernels[*d] {
-                Kernels::Numeric { pairs, .. } => vec![f64::NAN; pairs.len()],
-                Kernels::Categorical { .. } => Vec::new(),
-            })
+            .map(|d| CellMasses::of(&self.kernels[*d]))
             .collect();
         let mut vals = scratch::f64s(nk);
         let mut partial: Vec<f64> = scratch::f64s(nk);
@@ -225,7 +222,7 @@ impl ParzenEstimator {
                     *x = xs[*d][i];
                 }
                 for c in &mut caches {
-                    c.fill(f64::NAN);
+                    c.next_point();
                 }
                 partial.clear();
                 match (&cont[..head], &xc[..head]) {
@@ -369,7 +366,7 @@ impl ParzenEstimator {
         cont: &[(&[f64], &[f64])],
         xs: &[Vec<f64>],
         i: usize,
-        caches: &mut [Vec<f64>],
+        caches: &mut [CellMasses],
     ) -> Option<f64> {
         for (x, (mus, invs)) in xc.iter().zip(cont).skip(head) {
             let z = (x - mus[k]) * invs[k];
@@ -390,7 +387,7 @@ impl ParzenEstimator {
         bar: f64,
         xs: &[Vec<f64>],
         i: usize,
-        caches: &mut [Vec<f64>],
+        caches: &mut [CellMasses],
     ) -> Option<f64> {
         for (d, cache) in self.other_dims.iter().zip(caches.iter_mut()) {
             a += term(&self.kernels[*d], k, xs[*d][i], cache);
@@ -467,6 +464,7 @@ mod tests {
     use super::super::config::TpeBandwidth;
     use super::super::domain::{clipped_log_norm, transform, untransform};
     use super::super::kernels::neighbour_gaps;
+    use super::super::truncnorm::log_gauss_mass;
     use super::*;
     use crate::distribution::{CategoricalDistribution, FloatDistribution, IntDistribution};
     use crate::distribution::{Distribution, Support};
@@ -501,14 +499,6 @@ mod tests {
         let dims: Vec<usize> = pe.cont_dims.iter().chain(&pe.other_dims).copied().collect();
         (0..n_points)
             .map(|i| {
-                let mut caches: Vec<Vec<f64>> = pe
-                    .kernels
-                    .iter()
-                    .map(|k| match k {
-                        Kernels::Numeric { pairs, .. } => vec![f64::NAN; pairs.len()],
-                        Kernels::Categorical { .. } => Vec::new(),
-                    })
-                    .collect();
                 let mut vals = Vec::new();
                 let mut best = f64::NEG_INFINITY;
                 for k in std::iter::once(nk - 1).chain(0..nk - 1) {
@@ -527,7 +517,19 @@ mod tests {
                                 let z = (x - mus[k]) * inv_sigmas[k];
                                 a -= 0.5 * z * z;
                             }
-                            ks => a += term(ks, k, x, &mut caches[*d]),
+                            Kernels::Numeric {
+                                pairs,
+                                pair_of,
+                                step: Some(s),
+                                ..
+                            } => {
+                                let (mu, sigma) = pairs[pair_of[k] as usize];
+                                a += log_gauss_mass(
+                                    (x - s / 2.0 - mu) / sigma,
+                                    (x + s / 2.0 - mu) / sigma,
+                                );
+                            }
+                            ks => a += term(ks, k, x, &mut CellMasses::of(ks)),
                         }
                         if a < bar {
                             kept = false;
