@@ -245,31 +245,30 @@ impl StudyObservations {
     /// numbers of the finished observations in `view`, ascending.
     pub(crate) fn sync(&mut self, view: &StudyView<'_>) -> Vec<u32> {
         let directions = view.directions();
-        let trials = view.trials();
         // A view holding every number 0..=max is the whole study. There, all
         // trials numbered below `settled` were finished and read at the last
         // call, so the scan starts after them (finished trials never change).
-        let dense = trials
-            .last()
-            .is_none_or(|t| t.number as usize + 1 == trials.len());
+        // The view is read by position, never as one slice, which for a
+        // study's snapshot would cost a copy of every trial pointer.
+        let n = view.len();
+        let dense = is_dense(view);
         if dense && self.settled > 0 {
             // Sentinel: the same study still (ids match where we skip).
-            let same = trials
-                .first()
-                .is_none_or(|t| self.ids.first() == Some(&t.id));
+            let same = view.get(0).is_none_or(|t| self.ids.first() == Some(&t.id));
             if !same {
                 *self = StudyObservations::default();
                 return self.sync(view);
             }
         }
+        // In a dense view the trial at position i is numbered i.
         let start = if dense {
-            trials.partition_point(|t| t.number < self.settled)
+            (self.settled as usize).min(n)
         } else {
             0
         };
         let mut in_view = start;
         let mut settled = None;
-        for t in &trials[start..] {
+        for t in view.iter_from(start) {
             if !t.state.is_finished() {
                 settled.get_or_insert(t.number);
                 continue;
@@ -287,15 +286,14 @@ impl StudyObservations {
             }
         }
         if dense {
-            self.settled = settled.unwrap_or(trials.len() as u64);
+            self.settled = settled.unwrap_or(n as u64);
         }
         self.settle_order();
         if in_view == self.n_seen {
             // The view holds every trial seen: no need to filter.
             return self.members.clone();
         }
-        trials
-            .iter()
+        view.iter()
             .filter(|t| t.state.is_finished())
             .map(|t| t.number as usize)
             .filter(|n| self.outcomes.get(*n).is_some_and(Option::is_some))
@@ -361,12 +359,8 @@ impl StudyObservations {
     /// settled at the last [`StudyObservations::sync`] of that view was
     /// finished (finished trials never change state); otherwise 0.
     pub(crate) fn first_unsettled(&self, view: &StudyView<'_>) -> usize {
-        let trials = view.trials();
-        let dense = trials
-            .last()
-            .is_none_or(|t| t.number as usize + 1 == trials.len());
-        if dense {
-            trials.partition_point(|t| t.number < self.settled)
+        if is_dense(view) {
+            (self.settled as usize).min(view.len())
         } else {
             0
         }
@@ -540,6 +534,15 @@ impl StudyObservations {
         }
         below
     }
+}
+
+/// Whether `view` holds every trial number from 0 to its largest (the whole
+/// study, ordered by number, so position and number agree).
+fn is_dense(view: &StudyView<'_>) -> bool {
+    let n = view.len();
+    n.checked_sub(1)
+        .and_then(|i| view.get(i))
+        .is_none_or(|t| t.number as usize + 1 == n)
 }
 
 /// Sorts `v[sorted_len..]` into the sorted prefix `v[..sorted_len]`.

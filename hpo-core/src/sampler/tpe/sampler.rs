@@ -367,9 +367,8 @@ fn running(
     trial: &FrozenTrial,
     space: &[(&str, &Distribution, &Support)],
 ) -> Vec<(u64, Vec<f64>)> {
-    let trials = study.trials();
-    let mut out: Vec<(u64, Vec<f64>)> = trials[from.min(trials.len())..]
-        .iter()
+    let mut out: Vec<(u64, Vec<f64>)> = study
+        .iter_from(from)
         .filter(|t| t.state == TrialState::Running && t.id != trial.id)
         .filter_map(|t| {
             let values: Option<Vec<f64>> = space
