@@ -231,6 +231,11 @@ pub(crate) struct StudyObservations {
     members: Vec<u32>,
     /// How much of `members` is in order.
     members_sorted: usize,
+    /// Every observation that can be good with one objective, ranked best
+    /// first (see [`rank`]), so the split needs no selection over all of them.
+    ranked: Vec<Rank>,
+    /// How much of `ranked` is in order.
+    ranked_sorted: usize,
     /// Every trial numbered below this was finished when last read.
     settled: u64,
     columns: HashMap<String, Vec<Column>>,
@@ -312,6 +317,9 @@ impl StudyObservations {
         let outcome = Outcome::of(t, directions);
         if outcome.is_none() {
             return;
+        }
+        if let Some(r) = outcome.as_ref().and_then(|o| rank(o, num as u32)) {
+            self.ranked.push(r);
         }
         self.outcomes[num] = outcome;
         self.members.push(num as u32);
@@ -417,6 +425,7 @@ impl StudyObservations {
     /// inserted one by one, many (reading a long history) sorted at once.
     fn settle_order(&mut self) {
         settle(&mut self.members, &mut self.members_sorted, |a, b| a.cmp(b));
+        settle(&mut self.ranked, &mut self.ranked_sorted, rank_order);
         for cols in self.columns.values_mut() {
             for c in cols {
                 settle(&mut c.sorted, &mut c.sorted_len, |a, b| {
@@ -484,28 +493,21 @@ impl StudyObservations {
     }
 
     fn below_single(&self, members: &[u32], n_below: usize) -> Vec<u32> {
-        // (class, primary, secondary, number): complete by loss; pruned by
-        // (-step, loss), without reports last.
-        let mut ranked: Vec<(u8, f64, f64, u32)> = members
-            .iter()
-            .filter_map(|m| match self.outcomes[*m as usize].as_ref()? {
-                Outcome::Complete(l) => Some((0, l[0], 0.0, *m)),
-                Outcome::Pruned(Some((s, l))) => Some((1, -(*s as f64), *l, *m)),
-                Outcome::Pruned(None) => Some((1, 1.0, 0.0, *m)),
-                Outcome::Infeasible(_) => None,
-            })
-            .collect();
-        let cmp = |a: &(u8, f64, f64, u32), b: &(u8, f64, f64, u32)| {
-            a.0.cmp(&b.0)
-                .then(a.1.total_cmp(&b.1))
-                .then(a.2.total_cmp(&b.2))
-                .then(a.3.cmp(&b.3))
-        };
         if n_below == 0 {
             return Vec::new();
         }
+        // `members` are distinct observations: as many as were seen means
+        // all of them, already ranked (every key is distinct, so the best
+        // `n_below` are the same set a selection finds).
+        if members.len() == self.members.len() && self.ranked_sorted == self.ranked.len() {
+            return self.ranked.iter().take(n_below).map(|r| r.3).collect();
+        }
+        let mut ranked: Vec<Rank> = members
+            .iter()
+            .filter_map(|m| rank(self.outcomes[*m as usize].as_ref()?, *m))
+            .collect();
         if ranked.len() > n_below {
-            ranked.select_nth_unstable_by(n_below - 1, cmp);
+            ranked.select_nth_unstable_by(n_below - 1, rank_order);
             ranked.truncate(n_below);
         }
         ranked.into_iter().map(|r| r.3).collect()
@@ -534,6 +536,30 @@ impl StudyObservations {
         }
         below
     }
+}
+
+/// A single-objective observation's place in the ranking: (class, primary,
+/// secondary, number), complete trials by loss, then pruned ones by
+/// (-step, loss), pruned ones without reports last.
+type Rank = (u8, f64, f64, u32);
+
+/// The rank of observation `number` with `outcome`; `None` for a
+/// constraint violation, which is never good.
+fn rank(outcome: &Outcome, number: u32) -> Option<Rank> {
+    match outcome {
+        Outcome::Complete(l) => Some((0, l.first().copied().unwrap_or(f64::NAN), 0.0, number)),
+        Outcome::Pruned(Some((s, l))) => Some((1, -(*s as f64), *l, number)),
+        Outcome::Pruned(None) => Some((1, 1.0, 0.0, number)),
+        Outcome::Infeasible(_) => None,
+    }
+}
+
+/// Best first; every key is distinct (the number breaks ties).
+fn rank_order(a: &Rank, b: &Rank) -> Ordering {
+    a.0.cmp(&b.0)
+        .then(a.1.total_cmp(&b.1))
+        .then(a.2.total_cmp(&b.2))
+        .then(a.3.cmp(&b.3))
 }
 
 /// Whether `view` holds every trial number from 0 to its largest (the whole
@@ -682,6 +708,49 @@ mod tests {
             vec![0, 1, 2, 3]
         );
         assert_eq!(split_of(ts, 5, Direction::Minimize).0, vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn the_kept_ranking_splits_as_a_selection_does() {
+        // Ties in loss, pruned trials with and without reports, violations;
+        // arriving in bulk, then one by one, one of them out of order.
+        let make = |i: u64| match i % 9 {
+            0 => pruned(i, i % 4, (i % 5) as f64),
+            1 => trial(i, TrialState::Pruned, None),
+            2 => oom(i),
+            _ => trial(i, TrialState::Complete, Some(((i * 7) % 13) as f64)),
+        };
+        // The best `n_below` of `members` by sorting them all.
+        let brute = |obs: &StudyObservations, members: &[u32], n_below: usize| {
+            let mut r: Vec<Rank> = members
+                .iter()
+                .filter_map(|m| rank(obs.outcomes[*m as usize].as_ref()?, *m))
+                .collect();
+            r.sort_by(rank_order);
+            let mut b: Vec<u32> = r.iter().take(n_below).map(|r| r.3).collect();
+            b.sort_unstable();
+            b
+        };
+        let dirs = [Direction::Minimize];
+        let mut obs = StudyObservations::default();
+        let mut trials: Vec<Arc<FrozenTrial>> = (0..200).map(|i| Arc::new(make(i))).collect();
+        trials[150] = Arc::new(trial(150, TrialState::Running, None));
+        for extra in 0..5 {
+            let members = obs.sync(&StudyView::new("s", &dirs, &trials));
+            // All members (the kept ranking) and some (a selection).
+            let some: Vec<u32> = members.iter().copied().filter(|m| m % 3 != 0).collect();
+            for n_below in [0, 1, 5, 25, 190, 400] {
+                assert_eq!(
+                    obs.split(&members, n_below, 1).0,
+                    brute(&obs, &members, n_below)
+                );
+                assert_eq!(obs.split(&some, n_below, 1).0, brute(&obs, &some, n_below));
+            }
+            trials.push(Arc::new(make(200 + extra)));
+            if extra == 2 {
+                trials[150] = Arc::new(trial(150, TrialState::Complete, Some(-1.0)));
+            }
+        }
     }
 
     #[test]
