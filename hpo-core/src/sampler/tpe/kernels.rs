@@ -166,14 +166,9 @@ pub(super) fn numeric(
         }
         _ => gaps_in_order(&xs, order, lo, hi, cfg.consider_endpoints, &mut sigmas),
     }
-    let max_sigma = width;
-    let min_sigma = if cfg.consider_magic_clip {
-        width / (100.0f64).min(1.0 + (n + 1) as f64)
-    } else {
-        EPS
-    };
+    let (min_sigma, max_sigma) = sigma_bounds(lo, hi, n, cfg);
     for s in &mut sigmas {
-        *s = s.clamp(min_sigma, max_sigma.max(min_sigma));
+        *s = s.clamp(min_sigma, max_sigma);
     }
     let mut mus = {
         xs.reserve_exact(1);
@@ -189,14 +184,9 @@ pub(super) fn numeric(
         .zip(mus.iter().zip(&sigmas))
         .enumerate()
     {
-        // Kernels well inside the range have all their mass: skip the erfc.
-        let reach = FULL_MASS_Z * sigma;
-        if mu - lo < reach || hi - mu < reach {
-            let known = log_norms
-                .and_then(|l| l.get(k))
-                .copied()
-                .filter(|l| *sigma == clip && !l.is_nan());
-            *c -= known.unwrap_or_else(|| log_gauss_mass((lo - mu) / sigma, (hi - mu) / sigma));
+        let known = log_norms.and_then(|l| l.get(k)).copied();
+        if let Some(norm) = edge_norm(*mu, *sigma, lo, hi, clip, known) {
+            *c -= norm;
         }
         if continuous {
             *c -= LN_SQRT_2PI;
@@ -221,6 +211,76 @@ pub(super) fn numeric(
         pairs,
         pair_of,
     }
+}
+
+/// The smallest and largest bandwidth of `n` observation kernels on the
+/// (adapted) range `[lo, hi]`: the magic clip's `range / min(100, n + 2)`
+/// (or [`EPS`] without it) and the range, never below the smallest.
+pub(super) fn sigma_bounds(lo: f64, hi: f64, n: usize, cfg: &TpeConfig) -> (f64, f64) {
+    let width = hi - lo;
+    let min_sigma = if cfg.consider_magic_clip {
+        width / (100.0f64).min(1.0 + (n + 1) as f64)
+    } else {
+        EPS
+    };
+    (min_sigma, width.max(min_sigma))
+}
+
+/// The log normaliser a kernel at `mu` with bandwidth `sigma` takes from
+/// its constant: its log mass inside `[lo, hi]`, or `None` when it is well
+/// inside and has all of it (no erfc). `known` is the observation store's
+/// normaliser at the clip bandwidth `clip`, used when `sigma` is that.
+pub(super) fn edge_norm(
+    mu: f64,
+    sigma: f64,
+    lo: f64,
+    hi: f64,
+    clip: f64,
+    known: Option<f64>,
+) -> Option<f64> {
+    let reach = FULL_MASS_Z * sigma;
+    if mu - lo < reach || hi - mu < reach {
+        let known = known.filter(|l| sigma == clip && !l.is_nan());
+        Some(known.unwrap_or_else(|| log_gauss_mass((lo - mu) / sigma, (hi - mu) / sigma)))
+    } else {
+        None
+    }
+}
+
+/// An observation's neighbour-gap bandwidth: the larger gap to its sorted
+/// neighbours `left` and `right` (a range end where it has none).
+pub(super) fn gap(left: f64, x: f64, right: f64) -> f64 {
+    (x - left).max(right - x)
+}
+
+/// Takes the logarithm of a running bandwidth product `sc` out (returned,
+/// for the kernel's constant) and restarts it at 1 once it leaves
+/// `[1e-150, 1e150]`, so the product never under- or overflows.
+pub(super) fn rescale(sc: &mut f64) -> Option<f64> {
+    if (1e-150..=1e150).contains(sc) {
+        None
+    } else {
+        let l = sc.ln();
+        *sc = 1.0;
+        Some(l)
+    }
+}
+
+/// Optuna's categorical kernel probabilities for `n_kernels` kernels over
+/// `nc` choices: `(p_match, p_other)` of an observation's row and the logs
+/// of those two and of the prior's `1 / nc`.
+pub(super) fn categorical_probs(
+    n_kernels: usize,
+    nc: usize,
+    cfg: &TpeConfig,
+) -> (f64, f64, [f64; 3]) {
+    // Optuna: every choice gets prior_weight / n_kernels, the observed one 1
+    // more, rows normalised. All observation rows share the two values.
+    let base = cfg.prior_weight / n_kernels as f64;
+    let row = base * nc as f64 + 1.0;
+    let (p_match, p_other) = ((base + 1.0) / row, base / row);
+    let uniform = 1.0 / nc as f64;
+    (p_match, p_other, [p_match.ln(), p_other.ln(), uniform.ln()])
 }
 
 /// The distinct `(mu, sigma)` pairs of a discrete dimension's kernels and
@@ -286,7 +346,7 @@ pub(super) fn gaps_in_order(
     sv.extend(order.iter().map(|o| xs[*o as usize]));
     sv.push(hi);
     for (w, o) in sv.windows(3).zip(order) {
-        sigmas[*o as usize] = (w[1] - w[0]).max(w[2] - w[1]);
+        sigmas[*o as usize] = gap(w[0], w[1], w[2]);
     }
     if !endpoints && m >= 2 {
         // The outermost use the gap to their inner neighbour.
@@ -307,23 +367,19 @@ pub(super) fn neighbour_gaps(xs: &[f64], lo: f64, hi: f64, endpoints: bool) -> V
 
 /// Optuna's categorical kernels and their (zero) constants.
 pub(super) fn categorical(xs: &[f64], nc: usize, cfg: &TpeConfig) -> Kernels {
-    // Optuna: every choice gets prior_weight / n_kernels, the observed one 1
-    // more, rows normalised. All observation rows share the two values.
-    let nk = xs.len() + 1;
-    let base = cfg.prior_weight / nk as f64;
-    let row = base * nc as f64 + 1.0;
-    let (p_match, p_other) = ((base + 1.0) / row, base / row);
-    let uniform = 1.0 / nc as f64;
+    let (p_match, p_other, logs) = categorical_probs(xs.len() + 1, nc, cfg);
     Kernels::Categorical {
         n: nc,
-        obs: xs
-            .iter()
-            .map(|x| (*x as usize).min(nc - 1) as u32)
-            .collect(),
+        obs: xs.iter().map(|x| choice(*x, nc)).collect(),
         p_match,
         p_other,
-        logs: [p_match.ln(), p_other.ln(), uniform.ln()],
+        logs,
     }
+}
+
+/// An observed categorical value (modelled units) as a choice index below `nc`.
+pub(super) fn choice(x: f64, nc: usize) -> u32 {
+    (x as usize).min(nc - 1) as u32
 }
 
 /// One draw of kernel `k` of one dimension inside `range`.

@@ -24,6 +24,7 @@
 
 use super::domain::{clipped_log_norm, transform};
 use super::group::{Intersection, SearchSpaceGroup};
+use super::kept::KeptAbove;
 use crate::direction::Direction;
 use crate::distribution::Distribution;
 use crate::trial::{FrozenTrial, TrialState};
@@ -122,6 +123,9 @@ pub(crate) struct Rows {
     seen: usize,
     /// The last of them.
     last: Option<u32>,
+    /// The bad group's estimator over these rows, kept between suggestions
+    /// (dropped when the rows are rebuilt).
+    pub(crate) kept: Option<KeptAbove>,
 }
 
 impl Rows {
@@ -135,6 +139,7 @@ impl Rows {
             order: vec![Vec::new(); d],
             seen: 0,
             last: None,
+            kept: None,
         }
     }
 
@@ -189,6 +194,7 @@ impl Rows {
             return;
         }
         // Rebuild from the columns.
+        self.kept = None;
         self.numbers.clear();
         let mut row_of = vec![u32::MAX; n_numbers];
         for v in self.values.iter_mut().chain(self.norms.iter_mut()) {
@@ -411,6 +417,17 @@ impl StudyObservations {
     /// The row table at `index` (from [`StudyObservations::update_rows`]).
     pub(crate) fn rows(&self, index: usize) -> Option<&Rows> {
         self.rows.get(index)
+    }
+
+    /// The row table at `index`, to update its kept estimator.
+    pub(crate) fn rows_mut(&mut self, index: usize) -> Option<&mut Rows> {
+        self.rows.get_mut(index)
+    }
+
+    /// How many observations there are in all (a view's members are all
+    /// of them exactly when there are as many).
+    pub(crate) fn n_members(&self) -> usize {
+        self.members.len()
     }
 
     /// Values of `name` under `dist` by trial number (NaN where missing).

@@ -21,7 +21,7 @@
 
 use super::config::TpeConfig;
 use super::domain::{Dim, SampleRange};
-use super::kernels::{categorical, draw, numeric, term, CellMasses, Kernels};
+use super::kernels::{categorical, draw, numeric, rescale, term, CellMasses, Kernels};
 use super::scratch;
 use rand::Rng;
 
@@ -80,14 +80,7 @@ impl ParzenEstimator {
         order: Option<&[Vec<u32>]>,
         log_norms: Option<&[Vec<f64>]>,
     ) -> Self {
-        let n = obs_weights.len();
-        let mut weights: Vec<f64> = scratch::f64s(n + 1);
-        weights.extend_from_slice(obs_weights);
-        weights.push(if n == 0 { 1.0 } else { cfg.prior_weight });
-        let total: f64 = weights.iter().sum();
-        for w in &mut weights {
-            *w /= total;
-        }
+        let weights = mixture_weights(obs_weights, cfg);
         let mut consts: Vec<f64> = scratch::f64s(weights.len());
         consts.extend(weights.iter().map(|w| w.ln()));
         // Product of each kernel's continuous bandwidths: one `ln` per kernel, not per dimension.
@@ -116,9 +109,8 @@ impl ParzenEstimator {
                         &mut scale,
                     );
                     for (c, sc) in consts.iter_mut().zip(&mut scale) {
-                        if !(1e-150..=1e150).contains(sc) {
-                            *c -= sc.ln();
-                            *sc = 1.0;
+                        if let Some(l) = rescale(sc) {
+                            *c -= l;
                         }
                     }
                     k
@@ -130,6 +122,12 @@ impl ParzenEstimator {
             *c -= sc.ln();
         }
         scratch::give_f64s(scale);
+        Self::from_parts(weights, consts, kernels)
+    }
+
+    /// The estimator with normalised `weights` (from [`mixture_weights`]),
+    /// kernel constants `consts` and each dimension's kernels.
+    pub(super) fn from_parts(weights: Vec<f64>, consts: Vec<f64>, kernels: Vec<Kernels>) -> Self {
         let is_cont = |k: &Kernels| matches!(k, Kernels::Numeric { step: None, .. });
         let cont_dims: Vec<usize> = (0..kernels.len())
             .filter(|d| is_cont(&kernels[*d]))
@@ -144,6 +142,85 @@ impl ParzenEstimator {
             cont_dims,
             other_dims,
         }
+    }
+
+    /// The weights, the kernel constants and each dimension's kernels, for
+    /// an owner that updates them in place (see `kept`); the dimensions
+    /// keep their kinds.
+    pub(super) fn parts_mut(&mut self) -> (&mut Vec<f64>, &mut Vec<f64>, &mut [Kernels]) {
+        (&mut self.weights, &mut self.consts, &mut self.kernels)
+    }
+
+    /// Whether `other` is the same mixture bit for bit: weights, constants,
+    /// centres and inverse bandwidths, each discrete kernel's `(mu, sigma)`
+    /// pair (pair numbering may differ), each categorical kernel.
+    #[cfg(test)]
+    pub(crate) fn same_bits(&self, other: &ParzenEstimator) -> Result<(), String> {
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        if bits(&self.weights) != bits(&other.weights) {
+            return Err("weights differ".into());
+        }
+        if bits(&self.consts) != bits(&other.consts) {
+            let k = self
+                .consts
+                .iter()
+                .zip(&other.consts)
+                .position(|(a, b)| a.to_bits() != b.to_bits());
+            return Err(format!(
+                "constants differ first at kernel {k:?} of {}",
+                self.consts.len()
+            ));
+        }
+        for (d, (a, b)) in self.kernels.iter().zip(&other.kernels).enumerate() {
+            match (a, b) {
+                (
+                    Kernels::Numeric {
+                        mus,
+                        inv_sigmas,
+                        pairs,
+                        pair_of,
+                        ..
+                    },
+                    Kernels::Numeric {
+                        mus: m2,
+                        inv_sigmas: i2,
+                        pairs: p2,
+                        pair_of: o2,
+                        ..
+                    },
+                ) => {
+                    if bits(mus) != bits(m2) || bits(inv_sigmas) != bits(i2) {
+                        return Err(format!("dimension {d}: centres or bandwidths differ"));
+                    }
+                    let pair = |p: &[(f64, f64)], o: &[u32]| {
+                        o.iter()
+                            .map(|i| {
+                                let (m, s) = p[*i as usize];
+                                (m.to_bits(), s.to_bits())
+                            })
+                            .collect::<Vec<_>>()
+                    };
+                    if pair(pairs, pair_of) != pair(p2, o2) {
+                        return Err(format!("dimension {d}: pairs differ"));
+                    }
+                }
+                (
+                    Kernels::Categorical { n, obs, logs, .. },
+                    Kernels::Categorical {
+                        n: n2,
+                        obs: b2,
+                        logs: l2,
+                        ..
+                    },
+                ) => {
+                    if n != n2 || obs != b2 || bits(logs) != bits(l2) {
+                        return Err(format!("dimension {d}: categorical kernels differ"));
+                    }
+                }
+                _ => return Err(format!("dimension {d}: kinds differ")),
+            }
+        }
+        Ok(())
     }
 
     /// Number of kernels (observations plus the prior).
@@ -435,6 +512,20 @@ impl Drop for ParzenEstimator {
             }
         }
     }
+}
+
+/// The mixture weights of observations with unnormalised `obs_weights` and
+/// the prior kernel (last), normalised to sum to 1.
+pub(super) fn mixture_weights(obs_weights: &[f64], cfg: &TpeConfig) -> Vec<f64> {
+    let n = obs_weights.len();
+    let mut weights: Vec<f64> = scratch::f64s(n + 1);
+    weights.extend_from_slice(obs_weights);
+    weights.push(if n == 0 { 1.0 } else { cfg.prior_weight });
+    let total: f64 = weights.iter().sum();
+    for w in &mut weights {
+        *w /= total;
+    }
+    weights
 }
 
 /// Whether a partial sum `p` is not below `bar`: the negation of the
