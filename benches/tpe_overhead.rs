@@ -248,7 +248,11 @@ fn grown(cfg: TpeConfig, sizes: &[usize], repeats: usize) -> Result<(Vec<GrownRo
             mean: asks.iter().sum::<f64>() / asks.len() as f64 * 1e3,
             tell_median: tells[tells.len() / 2] * 1e3,
         };
-        eprintln!("grown {n}: {:.3} ms", row.median);
+        eprintln!(
+            "grown {n}: median {:.3} ms, min {:.3} ms",
+            row.median,
+            asks[0] * 1e3
+        );
         rows.push(row);
     }
     let mut hash = 0xcbf2_9ce4_8422_2325u64;
