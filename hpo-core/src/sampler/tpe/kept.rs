@@ -31,11 +31,9 @@
 
 use super::config::TpeConfig;
 use super::domain::{adapted, clip_sigma, Dim};
-use super::kernels::{
-    categorical_probs, choice, distinct_pairs, edge_norm, gap, rescale, sigma_bounds, Kernels, EPS,
-};
+use super::kernels::{categorical_probs, choice, edge_norm, gap, rescale, sigma_bounds, Kernels};
 use super::observations::Rows;
-use super::parzen::{mixture_weights, ParzenEstimator};
+use super::parzen::{mixture_weights, BuildRecord, ParzenEstimator};
 use super::scratch;
 use super::truncnorm::LN_SQRT_2PI;
 use std::collections::HashMap;
@@ -58,6 +56,80 @@ pub(crate) struct KeptAbove {
     estimator: ParzenEstimator,
     /// Updates that appended kernels rather than rebuilding.
     appends: usize,
+}
+
+/// A row table's kept bad-group estimator, and what decides to keep one.
+#[derive(Debug, Default)]
+pub(crate) enum KeptSlot {
+    /// Nothing seen yet (or the table was rebuilt).
+    #[default]
+    Empty,
+    /// The good group of the last suggestion, whose estimator was built
+    /// afresh by the caller.
+    Seen(Vec<u32>),
+    /// An estimator kept across suggestions.
+    Kept(Box<KeptAbove>),
+}
+
+impl KeptSlot {
+    /// The bad group's estimator over the rows of `rows` outside `below`
+    /// (trial numbers, ascending), kept and brought up to date; `None` when
+    /// the caller should build it afresh.
+    ///
+    /// A kept estimator is built (from `gather`: the rows outside `below` as
+    /// a fresh build gathers them) only when the good group is the one of
+    /// the previous suggestion: building one costs a little more than a
+    /// fresh build and pays off over the appends that follow, which a good
+    /// group that changes at every suggestion (each proposal beating a
+    /// random history, say) never reaches.
+    pub(crate) fn estimator(
+        &mut self,
+        rows: &Rows,
+        below: &[u32],
+        dims: &[Dim],
+        cfg: &TpeConfig,
+        gather: impl FnOnce() -> Gathered,
+    ) -> Option<&ParzenEstimator> {
+        *self = match std::mem::take(self) {
+            KeptSlot::Kept(mut kept) => {
+                if kept.update(rows, below, cfg) {
+                    KeptSlot::Kept(kept)
+                } else {
+                    drop(kept);
+                    KeptSlot::Seen(below.to_vec())
+                }
+            }
+            KeptSlot::Seen(previous) if previous == below => {
+                KeptSlot::Kept(Box::new(KeptAbove::build(rows, below, dims, cfg, gather())))
+            }
+            _ => KeptSlot::Seen(below.to_vec()),
+        };
+        match self {
+            KeptSlot::Kept(kept) => Some(&kept.estimator),
+            _ => None,
+        }
+    }
+
+    /// How many updates appended kernels to the kept estimator since it was built.
+    #[cfg(test)]
+    pub(crate) fn appends(&self) -> usize {
+        match self {
+            KeptSlot::Kept(kept) => kept.appends,
+            _ => 0,
+        }
+    }
+}
+
+/// Gathered observations: values by dimension and kernel, each dimension's
+/// kernels sorted by value, log normalisers by dimension and kernel.
+pub(crate) type Gathered = (Vec<Vec<f64>>, Vec<Vec<u32>>, Vec<Vec<f64>>);
+
+impl Drop for KeptAbove {
+    /// The per-kernel arrays go back to the thread's scratch pool.
+    fn drop(&mut self) {
+        scratch::give_u32s(std::mem::take(&mut self.rows));
+        scratch::give_f64s(std::mem::take(&mut self.ln_scale));
+    }
 }
 
 /// What a numeric dimension keeps per kernel (the prior last).
@@ -86,149 +158,83 @@ struct KeptDim {
 }
 
 impl KeptAbove {
-    /// The estimator of `rows` outside `below` (trial numbers, ascending):
-    /// the kept one in `slot` brought up to date when only rows were
-    /// appended since, else one built afresh and kept there.
-    pub(crate) fn refresh<'a>(
-        slot: &'a mut Option<KeptAbove>,
+    /// A full build over the rows outside `below` (gathered in `gathered`):
+    /// the estimator a fresh build gives ([`ParzenEstimator::with_order`]
+    /// on the same data), with what went into its constants recorded.
+    fn build(
         rows: &Rows,
         below: &[u32],
         dims: &[Dim],
         cfg: &TpeConfig,
-    ) -> &'a ParzenEstimator {
-        let fresh = match slot.take() {
-            Some(mut kept) => {
-                if kept.update(rows, below, cfg) {
-                    kept
-                } else {
-                    drop(kept);
-                    KeptAbove::build(rows, below, dims, cfg)
-                }
-            }
-            None => KeptAbove::build(rows, below, dims, cfg),
-        };
-        &slot.insert(fresh).estimator
-    }
-
-    /// A full build over the rows outside `below`.
-    fn build(rows: &Rows, below: &[u32], dims: &[Dim], cfg: &TpeConfig) -> KeptAbove {
-        // Kernel of each row (u32::MAX: in the good group).
-        let mut n = 0u32;
-        let kernel_of: Vec<u32> = rows
-            .numbers
+        gathered: Gathered,
+    ) -> KeptAbove {
+        let (values, mut orders, norms) = gathered;
+        let n = values.first().map_or(0, Vec::len);
+        // The good group's rows (few), then every other row in order.
+        let mut skip: Vec<usize> = below
             .iter()
-            .map(|num| {
-                if below.binary_search(num).is_ok() {
-                    u32::MAX
-                } else {
-                    n += 1;
-                    n - 1
-                }
-            })
+            .filter_map(|b| rows.numbers.binary_search(b).ok())
             .collect();
-        let n = n as usize;
-        let kernel_rows: Vec<u32> = (0..rows.numbers.len() as u32)
-            .filter(|r| kernel_of[*r as usize] != u32::MAX)
-            .collect();
-        let mut kept_dims = Vec::with_capacity(dims.len());
-        let mut kernels = Vec::with_capacity(dims.len());
-        for (d, dim) in dims.iter().enumerate() {
-            let values = &rows.values[d];
-            let mut mus = scratch::f64s(n + 1);
-            mus.extend(kernel_rows.iter().map(|r| values[*r as usize]));
-            match *dim {
-                Dim::Numeric { low, high, step } => {
-                    let (lo, hi) = adapted(low, high, step);
+        skip.sort_unstable();
+        let mut kernel_rows = scratch::u32s(n);
+        let mut from = 0;
+        for r in skip.iter().copied().chain([rows.numbers.len()]) {
+            kernel_rows.extend(from as u32..r as u32);
+            from = r + 1;
+        }
+        let mut record = BuildRecord::default();
+        let mut estimator = ParzenEstimator::with_order(
+            values,
+            &cfg.weights.weights(n),
+            dims,
+            cfg,
+            Some(&orders),
+            Some(&norms),
+            Some(&mut record),
+        );
+        norms.into_iter().for_each(scratch::give_f64s);
+        let (_, _, kernels) = estimator.parts_mut();
+        let kept_dims = dims
+            .iter()
+            .zip(std::mem::take(&mut record.dims))
+            .zip(kernels.iter())
+            .zip(orders.iter_mut())
+            .map(|(((dim, rec), ks), order)| match (dim, rec, ks) {
+                (Dim::Numeric { low, high, step }, Some(rec), Kernels::Numeric { pairs, .. }) => {
+                    let (lo, hi) = adapted(*low, *high, *step);
                     let (min_sigma, max_sigma) = sigma_bounds(lo, hi, n, cfg);
-                    // The table's rows sorted by (value, number), less the good group.
-                    let mut sorted = scratch::u32s(n);
-                    sorted.extend(
-                        rows.order[d]
-                            .iter()
-                            .map(|r| kernel_of[*r as usize])
-                            .filter(|k| *k != u32::MAX),
-                    );
-                    let filled = |v: f64| {
-                        let mut a = scratch::f64s(n + 1);
-                        a.resize(n + 1, v);
-                        a
-                    };
-                    let mut kd = KeptDim {
+                    Some(KeptDim {
                         lo,
                         hi,
                         clip: clip_sigma(lo, hi),
                         min_sigma,
                         max_sigma,
                         continuous: step.is_none(),
-                        sorted,
-                        sigmas: filled(0.0),
-                        norms: filled(0.0),
-                        rescales: filled(0.0),
-                        n_rescales: 0,
-                        pair_index: HashMap::new(),
-                    };
-                    mus.push(0.5 * (lo + hi));
-                    let mut inv_sigmas = filled(0.0);
-                    for p in 0..n {
-                        let k = kd.sorted[p] as usize;
-                        kd.sigmas[k] = kd.gap_at(p, &mus, cfg.consider_endpoints);
-                    }
-                    // The prior: centred, as wide as the range, never clamped.
-                    kd.sigmas[n] = (hi - lo).max(EPS);
-                    for k in 0..=n {
-                        let known = kernel_rows.get(k).map(|r| rows.norms[d][*r as usize]);
-                        kd.set_kernel(k, kd.sigmas[k], &mus, known, &mut inv_sigmas);
-                    }
-                    // Pairs only on a grid, as a full build has them.
-                    let (pairs, pair_of) = if kd.continuous {
-                        (Vec::new(), Vec::new())
-                    } else {
-                        distinct_pairs(&mus, &kd.sigmas, &kd.sorted)
-                    };
-                    kd.pair_index = pairs
-                        .iter()
-                        .enumerate()
-                        .map(|(i, (m, s))| ((m.to_bits(), s.to_bits()), i as u32))
-                        .collect();
-                    kernels.push(Kernels::Numeric {
-                        mus,
-                        inv_sigmas,
-                        step,
-                        pairs,
-                        pair_of,
-                    });
-                    kept_dims.push(Some(kd));
+                        sorted: std::mem::take(order),
+                        n_rescales: rec.rescales.iter().filter(|r| **r != 0.0).count(),
+                        sigmas: rec.sigmas,
+                        norms: rec.norms,
+                        rescales: rec.rescales,
+                        pair_index: pairs
+                            .iter()
+                            .enumerate()
+                            .map(|(i, (m, s))| ((m.to_bits(), s.to_bits()), i as u32))
+                            .collect(),
+                    })
                 }
-                Dim::Categorical { n: nc } => {
-                    let (p_match, p_other, logs) = categorical_probs(n + 1, nc, cfg);
-                    let mut obs = scratch::u32s(n);
-                    obs.extend(mus.iter().map(|x| choice(*x, nc)));
-                    scratch::give_f64s(mus);
-                    kernels.push(Kernels::Categorical {
-                        n: nc,
-                        obs,
-                        p_match,
-                        p_other,
-                        logs,
-                    });
-                    kept_dims.push(None);
-                }
-            }
-        }
-        let mut kept = KeptAbove {
+                _ => None,
+            })
+            .collect();
+        orders.into_iter().for_each(scratch::give_u32s);
+        KeptAbove {
             n_rows: rows.numbers.len(),
             below: below.to_vec(),
             rows: kernel_rows,
             dims: kept_dims,
-            ln_scale: vec![0.0; n + 1],
-            estimator: ParzenEstimator::from_parts(Vec::new(), Vec::new(), kernels),
+            ln_scale: std::mem::take(&mut record.ln_scale),
+            estimator,
             appends: 0,
-        };
-        for k in 0..=n {
-            kept.rescale_kernel(k);
         }
-        kept.set_constants(cfg);
-        kept
     }
 
     /// Appends the rows added to the table since the last call, if that is
@@ -362,12 +368,6 @@ impl KeptAbove {
         self.set_constants(cfg);
         self.appends += 1;
         true
-    }
-
-    /// How many updates appended kernels to a kept estimator.
-    #[cfg(test)]
-    pub(crate) fn appends(&self) -> usize {
-        self.appends
     }
 
     /// Kernel `k`'s rescales across dimensions and its final log scale, from

@@ -128,7 +128,20 @@ pub(super) fn term(ks: &Kernels, k: usize, x: f64, masses: &mut CellMasses) -> f
     }
 }
 
-/// Bandwidths and constants of a numeric dimension.
+/// What a numeric dimension's build takes into each kernel's constant, per
+/// kernel (the prior last), for an owner that keeps the estimator (`kept`).
+#[derive(Debug, Default)]
+pub(super) struct DimRecord {
+    /// Clamped bandwidths.
+    pub(super) sigmas: Vec<f64>,
+    /// Edge normalisers subtracted (0 where none).
+    pub(super) norms: Vec<f64>,
+    /// Logs of the bandwidth product taken out after this dimension (0 where none).
+    pub(super) rescales: Vec<f64>,
+}
+
+/// Bandwidths and constants of a numeric dimension; `record`, when given,
+/// receives its bandwidths and edge normalisers.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn numeric(
     mut xs: Vec<f64>,
@@ -141,6 +154,7 @@ pub(super) fn numeric(
     cfg: &TpeConfig,
     consts: &mut [f64],
     scale: &mut [f64],
+    mut record: Option<&mut DimRecord>,
 ) -> Kernels {
     let (lo, hi) = adapted(low, high, step);
     let width = hi - lo;
@@ -185,8 +199,12 @@ pub(super) fn numeric(
         .enumerate()
     {
         let known = log_norms.and_then(|l| l.get(k)).copied();
-        if let Some(norm) = edge_norm(*mu, *sigma, lo, hi, clip, known) {
+        let norm = edge_norm(*mu, *sigma, lo, hi, clip, known);
+        if let Some(norm) = norm {
             *c -= norm;
+        }
+        if let Some(r) = record.as_mut() {
+            r.norms.push(norm.unwrap_or(0.0));
         }
         if continuous {
             *c -= LN_SQRT_2PI;
@@ -200,6 +218,9 @@ pub(super) fn numeric(
     } else {
         distinct_pairs(&mus, &sigmas, order)
     };
+    if let Some(r) = record {
+        r.sigmas.extend_from_slice(&sigmas);
+    }
     // Keep only the inverse bandwidths (evaluation multiplies by them).
     for s in &mut sigmas {
         *s = 1.0 / *s;

@@ -24,7 +24,7 @@
 
 use super::domain::{clipped_log_norm, transform};
 use super::group::{Intersection, SearchSpaceGroup};
-use super::kept::KeptAbove;
+use super::kept::KeptSlot;
 use crate::direction::Direction;
 use crate::distribution::Distribution;
 use crate::trial::{FrozenTrial, TrialState};
@@ -125,7 +125,7 @@ pub(crate) struct Rows {
     last: Option<u32>,
     /// The bad group's estimator over these rows, kept between suggestions
     /// (dropped when the rows are rebuilt).
-    pub(crate) kept: Option<KeptAbove>,
+    pub(crate) kept: KeptSlot,
 }
 
 impl Rows {
@@ -139,7 +139,7 @@ impl Rows {
             order: vec![Vec::new(); d],
             seen: 0,
             last: None,
-            kept: None,
+            kept: KeptSlot::Empty,
         }
     }
 
@@ -194,7 +194,7 @@ impl Rows {
             return;
         }
         // Rebuild from the columns.
-        self.kept = None;
+        self.kept = KeptSlot::Empty;
         self.numbers.clear();
         let mut row_of = vec![u32::MAX; n_numbers];
         for v in self.values.iter_mut().chain(self.norms.iter_mut()) {

@@ -21,7 +21,7 @@
 
 use super::config::TpeConfig;
 use super::domain::{Dim, SampleRange};
-use super::kernels::{categorical, draw, numeric, rescale, term, CellMasses, Kernels};
+use super::kernels::{categorical, draw, numeric, rescale, term, CellMasses, DimRecord, Kernels};
 use super::scratch;
 use rand::Rng;
 
@@ -65,13 +65,14 @@ impl ParzenEstimator {
         dims: &[Dim],
         cfg: &TpeConfig,
     ) -> Self {
-        Self::with_order(obs.to_vec(), obs_weights, dims, cfg, None, None)
+        Self::with_order(obs.to_vec(), obs_weights, dims, cfg, None, None, None)
     }
 
     /// As [`ParzenEstimator::new`], with each dimension's observation indices
     /// already sorted by value (`order[d]`), which saves a sort per dimension.
     /// `log_norms[d][k]`, when given, is observation `k`'s log normaliser
     /// in dimension `d` at the clip bandwidth (`NaN` where unknown).
+    /// `record`, when given, receives what went into each kernel's constant.
     pub(crate) fn with_order(
         obs: Vec<Vec<f64>>,
         obs_weights: &[f64],
@@ -79,8 +80,12 @@ impl ParzenEstimator {
         cfg: &TpeConfig,
         order: Option<&[Vec<u32>]>,
         log_norms: Option<&[Vec<f64>]>,
+        mut record: Option<&mut BuildRecord>,
     ) -> Self {
         let weights = mixture_weights(obs_weights, cfg);
+        if let Some(r) = record.as_mut() {
+            r.ln_scale = scratch::f64s(weights.len());
+        }
         let mut consts: Vec<f64> = scratch::f64s(weights.len());
         consts.extend(weights.iter().map(|w| w.ln()));
         // Product of each kernel's continuous bandwidths: one `ln` per kernel, not per dimension.
@@ -96,6 +101,12 @@ impl ParzenEstimator {
                     let norms = log_norms
                         .and_then(|o| o.get(d))
                         .filter(|o| o.len() == xs.len());
+                    let nk = obs_weights.len() + 1;
+                    let mut dim_record = record.as_ref().map(|_| DimRecord {
+                        sigmas: scratch::f64s(nk),
+                        norms: scratch::f64s(nk),
+                        rescales: scratch::f64s(nk),
+                    });
                     let k = numeric(
                         xs,
                         ord,
@@ -107,19 +118,36 @@ impl ParzenEstimator {
                         cfg,
                         &mut consts,
                         &mut scale,
+                        dim_record.as_mut(),
                     );
                     for (c, sc) in consts.iter_mut().zip(&mut scale) {
-                        if let Some(l) = rescale(sc) {
+                        let l = rescale(sc);
+                        if let Some(l) = l {
                             *c -= l;
                         }
+                        if let Some(r) = dim_record.as_mut() {
+                            r.rescales.push(l.unwrap_or(0.0));
+                        }
+                    }
+                    if let Some(r) = record.as_mut() {
+                        r.dims.push(dim_record);
                     }
                     k
                 }
-                Dim::Categorical { n: nc } => categorical(&xs, nc, cfg),
+                Dim::Categorical { n: nc } => {
+                    if let Some(r) = record.as_mut() {
+                        r.dims.push(None);
+                    }
+                    categorical(&xs, nc, cfg)
+                }
             })
             .collect();
         for (c, sc) in consts.iter_mut().zip(&scale) {
-            *c -= sc.ln();
+            let l = sc.ln();
+            *c -= l;
+            if let Some(r) = record.as_mut() {
+                r.ln_scale.push(l);
+            }
         }
         scratch::give_f64s(scale);
         Self::from_parts(weights, consts, kernels)
@@ -514,6 +542,16 @@ impl Drop for ParzenEstimator {
     }
 }
 
+/// What a build took into each kernel's constant (see
+/// [`ParzenEstimator::with_order`]): per dimension, `None` for a
+/// categorical one; and per kernel the log of its bandwidth product left
+/// after the last rescale.
+#[derive(Debug, Default)]
+pub(super) struct BuildRecord {
+    pub(super) dims: Vec<Option<DimRecord>>,
+    pub(super) ln_scale: Vec<f64>,
+}
+
 /// The mixture weights of observations with unnormalised `obs_weights` and
 /// the prior kernel (last), normalised to sum to 1.
 pub(super) fn mixture_weights(obs_weights: &[f64], cfg: &TpeConfig) -> Vec<f64> {
@@ -805,8 +843,15 @@ mod tests {
             let norms: Vec<f64> = xs.iter().map(|x| clipped_log_norm(&d, *x)).collect();
             let dims = [Dim::of(&d)];
             let w = vec![1.0; xs.len()];
-            let plain =
-                ParzenEstimator::with_order(vec![xs.clone()], &w, &dims, &cfg(false), None, None);
+            let plain = ParzenEstimator::with_order(
+                vec![xs.clone()],
+                &w,
+                &dims,
+                &cfg(false),
+                None,
+                None,
+                None,
+            );
             let cached = ParzenEstimator::with_order(
                 vec![xs.clone()],
                 &w,
@@ -814,6 +859,7 @@ mod tests {
                 &cfg(false),
                 None,
                 Some(&[norms]),
+                None,
             );
             let probe: Vec<f64> = xs.iter().take(40).copied().collect();
             for (a, b) in plain
