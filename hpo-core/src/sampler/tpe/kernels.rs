@@ -46,8 +46,6 @@ pub(super) enum Kernels {
 /// a function of the cell ends alone, so reusing it changes no bit.
 #[derive(Debug, Default)]
 pub(super) struct CellMasses {
-    /// The bits of the current point's value in this dimension.
-    x: Option<u64>,
     /// By pair at the current point; `NaN`: not computed yet.
     by_pair: Vec<f64>,
     /// By the bits of the standardised cell ends `(a, b)`.
@@ -62,19 +60,14 @@ impl CellMasses {
             Kernels::Categorical { .. } => 0,
         };
         CellMasses {
-            x: None,
             by_pair: vec![f64::NAN; n],
             by_cell: HashMap::default(),
         }
     }
 
-    /// Moves to a point whose value in this dimension is `x`: the per-pair
-    /// masses are kept if it is the previous point's, forgotten otherwise.
-    pub(super) fn at(&mut self, x: f64) {
-        if self.x != Some(x.to_bits()) {
-            self.by_pair.fill(f64::NAN);
-            self.x = Some(x.to_bits());
-        }
+    /// Forgets the per-pair masses of the previous point.
+    pub(super) fn next_point(&mut self) {
+        self.by_pair.fill(f64::NAN);
     }
 }
 

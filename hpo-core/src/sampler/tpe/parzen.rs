@@ -321,28 +321,13 @@ impl ParzenEstimator {
         let mut xc = vec![0.0; cont.len()];
         // Dimensions summed for every kernel in a branch-free (vectorisable) pass.
         let head = cont.len().min(PASS_ONE_DIMS);
-        // Points in an order that puts equal discrete values together, so a
-        // dimension's cell masses carry over to the next point with the same
-        // value there (each point's density is its own; the order changes
-        // nothing else).
-        let mut order: Vec<usize> = (0..n_points).collect();
-        if !self.other_dims.is_empty() {
-            order.sort_by(|a, b| {
-                self.other_dims
-                    .iter()
-                    .map(|d| xs[*d][*a].total_cmp(&xs[*d][*b]))
-                    .find(|o| o.is_ne())
-                    .unwrap_or(std::cmp::Ordering::Equal)
-            });
-        }
-        let mut out = vec![f64::NAN; n_points];
-        for i in order {
-            out[i] = {
+        let out = (0..n_points)
+            .map(|i| {
                 for (x, d) in xc.iter_mut().zip(&self.cont_dims) {
                     *x = xs[*d][i];
                 }
-                for (c, d) in caches.iter_mut().zip(&self.other_dims) {
-                    c.at(xs[*d][i]);
+                for c in &mut caches {
+                    c.next_point();
                 }
                 partial.clear();
                 match (&cont[..head], &xc[..head]) {
@@ -465,8 +450,8 @@ impl ParzenEstimator {
                     }
                 }
                 log_sum_exp(&vals)
-            };
-        }
+            })
+            .collect();
         scratch::give_f64s(vals);
         scratch::give_f64s(partial);
         scratch::give_u32s(live);
