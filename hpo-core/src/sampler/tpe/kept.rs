@@ -10,9 +10,9 @@
 //!
 //! * a neighbour-gap bandwidth depends on the kernel's two sorted neighbours
 //!   (and, for the outermost ones, on their inner neighbour), so only the new
-//!   kernels, their neighbours and the ends get a new one; with it, their
-//!   inverse bandwidth, edge normaliser, grid-cell pair and the log of
-//!   their bandwidth product;
+//!   kernels and their neighbours get a new one; with it, their inverse
+//!   bandwidth, edge normaliser, grid-cell pair and the log of their
+//!   bandwidth product;
 //! * the weights (Optuna's ramp depends on the count) and so every kernel's
 //!   constant are recomputed, from the kept per-kernel terms, with the very
 //!   operations of a full build in the same order (subtracting a kept 0 where
@@ -22,9 +22,11 @@
 //!
 //! Anything else (the good group changed, the row table was rebuilt because
 //! a trial finished out of order, the magic clip's smallest bandwidth moved
-//! because the group is still small) builds it afresh, the same way. The
-//! result is the estimator a full build gives, bit for bit; tests compare
-//! the two after every step of a growing history.
+//! because the group is still small) drops it: the caller builds afresh, and
+//! a kept one is built again (by that same fresh build, recording its terms)
+//! once the good group has held for a suggestion. The result is the
+//! estimator a full build gives, bit for bit; tests compare the two after
+//! every step of a growing history.
 //!
 //! Only the neighbour-gap bandwidths are kept this way: Scott's bandwidth
 //! depends on the count, so every kernel changes anyway.

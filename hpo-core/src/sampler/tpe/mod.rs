@@ -72,7 +72,7 @@
 //! suggestion, it is extended where they land (their bandwidths and their
 //! neighbours') and its weights and constants recomputed, bit for bit what a
 //! rebuild gives; otherwise (the good group changed, running trials for the
-//! constant liar, a trial finished out of order) it is rebuilt.
+//! constant liar, a trial finished out of order) it is built afresh.
 //! A suggestion reads the trial list only from the first trial that was
 //! not yet finished and evaluates the candidates kernel by kernel: up to
 //! three continuous dimensions for every kernel in a branch-free pass, the
