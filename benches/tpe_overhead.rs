@@ -297,6 +297,14 @@ fn main() -> Result<()> {
         bail!("--repeats must be at least 1");
     }
     sizes.sort_unstable();
+    // The machine's load around the run (Linux), for the record: other
+    // processes on the same cores slow a thread's CPU time too.
+    let load = || {
+        std::fs::read_to_string("/proc/loadavg")
+            .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .unwrap_or_default()
+    };
+    let load_start = load();
     let space = space()?;
     let optuna_ms: BTreeMap<usize, f64> = [(1000, 36.0), (2000, 61.0)].into_iter().collect();
     let mut md = String::new();
@@ -381,6 +389,7 @@ fn main() -> Result<()> {
     let meta = json!({
         "command": "cargo bench --bench tpe_overhead", "repeats": repeats, "clock": "CLOCK_THREAD_CPUTIME_ID",
         "config": TpeConfig::default(), "targets_ms": {"2000": 0.5, "5000": 1.0},
+        "loadavg_start": load_start, "loadavg_end": load(),
     });
     std::fs::write(
         out.join("tpe_overhead.json"),
