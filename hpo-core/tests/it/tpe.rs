@@ -2,7 +2,8 @@
 //! fixed seeds (deterministic, so no flaky thresholds).
 
 use hpo_core::{
-    Direction, Optimize, RandomSampler, Sampler, Study, TpeSampler, TrialError, TrialState,
+    Direction, Optimize, RandomSampler, Sampler, Study, TpeConfig, TpeSampler, TrialError,
+    TrialState,
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -154,4 +155,85 @@ fn multi_objective_studies_sample_and_improve() {
     let late: f64 = trials[30..].iter().map(y).sum::<f64>() / 10.0;
     assert!(late < early, "mean y early {early}, late {late}");
     assert!(!s.best_trials().unwrap().is_empty());
+}
+
+/// An FNV-1a hash of every trial's parameters (names and exact bits), by number.
+fn proposals_hash(s: &Study) -> u64 {
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    for t in s.trials().unwrap() {
+        for (k, v) in &t.internal_params {
+            for b in k.bytes().chain(v.to_bits().to_le_bytes()) {
+                hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+    }
+    hash
+}
+
+/// A study grown by TPE itself on a mixed 10-D space (floats, log floats, a
+/// stepped float, an int, a categorical), with a second trial kept running
+/// now and then so the constant liar has work, long enough for the long-history
+/// paths (candidate budget, row tables, abandoned kernels).
+fn grown_hash(config: TpeConfig, n: usize) -> u64 {
+    let s = study(Box::new(TpeSampler::with_config(config).unwrap()));
+    let suggest = |t: &mut hpo_core::Trial| -> f64 {
+        let mut v = 0.0;
+        for i in 0..5 {
+            let x = t.suggest_float(&format!("x{i}"), -10.0, 10.0).unwrap();
+            v += (x - 1.0 - i as f64 * 0.3).powi(2);
+        }
+        let lr = t.suggest_float_log("lr", 1e-5, 1e-1).unwrap();
+        let wd = t.suggest_float_log("wd", 1e-6, 1e-2).unwrap();
+        let drop = t.suggest_float_step("drop", 0.0, 0.5, 0.05).unwrap();
+        let layers = t.suggest_int("layers", 1, 100).unwrap();
+        let act = t
+            .suggest_categorical("act", &["relu", "tanh", "gelu"])
+            .unwrap();
+        v + (lr.log10() + 3.0).powi(2)
+            + (wd.log10() + 4.0).powi(2)
+            + (drop - 0.2).powi(2)
+            + ((layers as f64 - 20.0) / 10.0).powi(2)
+            + if act == "gelu" { 0.0 } else { 0.5 }
+    };
+    let mut held: Option<hpo_core::Trial> = None;
+    for i in 0..n {
+        let mut t = s.ask().unwrap();
+        let v = suggest(&mut t);
+        if i % 7 == 3 && held.is_none() {
+            held = Some(t);
+            continue;
+        }
+        s.tell(t, v).unwrap();
+        if i % 7 == 5 {
+            if let Some(mut h) = held.take() {
+                let v = suggest(&mut h);
+                s.tell(h, v).unwrap();
+            }
+        }
+    }
+    proposals_hash(&s)
+}
+
+/// Pins the exact proposals of seeded TPE on a grown study, so a change made
+/// for speed cannot change what is sampled. A change that means to sample
+/// differently updates these hashes and says why. The hashes were recorded on
+/// x86-64 Linux (glibc's `ln` and `exp`); a libm that rounds differently
+/// elsewhere would change them, so the pin is kept to that platform.
+#[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+#[test]
+fn a_tpe_grown_study_proposes_exactly_what_it_did() {
+    assert_eq!(
+        grown_hash(TpeConfig::seeded(3), 700),
+        0x03a4faa99e880918,
+        "default settings"
+    );
+    let optuna = TpeConfig {
+        seed: Some(3),
+        ..TpeConfig::optuna()
+    };
+    assert_eq!(
+        grown_hash(optuna, 400),
+        0xbd55fd7fe2a9f7d8,
+        "Optuna's settings"
+    );
 }

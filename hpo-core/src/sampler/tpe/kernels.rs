@@ -8,6 +8,8 @@ use super::domain::{adapted, clip_sigma, SampleRange};
 use super::scratch;
 use super::truncnorm::{log_gauss_mass, sample_standard, LN_SQRT_2PI};
 use rand::Rng;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// Smallest bandwidth without the magic clip (Optuna's `EPS`).
 pub(super) const EPS: f64 = 1e-12;
@@ -37,8 +39,61 @@ pub(super) enum Kernels {
     },
 }
 
+/// Log cell masses of one discrete dimension's kernels, computed on first
+/// use: per distinct `(mu, sigma)` pair at the current point, and across
+/// points by the standardised cell ends (grid values repeat, so the same
+/// cell, relative to a kernel, recurs for many pairs and points). A mass is
+/// a function of the cell ends alone, so reusing it changes no bit.
+#[derive(Debug, Default)]
+pub(super) struct CellMasses {
+    /// By pair at the current point; `NaN`: not computed yet.
+    by_pair: Vec<f64>,
+    /// By the bits of the standardised cell ends `(a, b)`.
+    by_cell: HashMap<(u64, u64), f64, BuildHasherDefault<CellHasher>>,
+}
+
+impl CellMasses {
+    /// Room for the pairs of `ks` (nothing for a categorical dimension).
+    pub(super) fn of(ks: &Kernels) -> Self {
+        let n = match ks {
+            Kernels::Numeric { pairs, .. } => pairs.len(),
+            Kernels::Categorical { .. } => 0,
+        };
+        CellMasses {
+            by_pair: vec![f64::NAN; n],
+            by_cell: HashMap::default(),
+        }
+    }
+
+    /// Forgets the per-pair masses of the previous point.
+    pub(super) fn next_point(&mut self) {
+        self.by_pair.fill(f64::NAN);
+    }
+}
+
+/// A multiply-rotate hash of the two `u64` words of a cell key (FxHash's
+/// step): the keys are float bits, not attacker-chosen.
+#[derive(Debug, Default)]
+pub(super) struct CellHasher(u64);
+
+impl Hasher for CellHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
 /// Kernel `k`'s log mass at `x` in a discrete or categorical dimension.
-pub(super) fn term(ks: &Kernels, k: usize, x: f64, cache: &mut [f64]) -> f64 {
+pub(super) fn term(ks: &Kernels, k: usize, x: f64, masses: &mut CellMasses) -> f64 {
     match ks {
         Kernels::Numeric {
             step,
@@ -48,11 +103,15 @@ pub(super) fn term(ks: &Kernels, k: usize, x: f64, cache: &mut [f64]) -> f64 {
         } => {
             let s = step.unwrap_or(0.0);
             let p = pair_of[k] as usize;
-            if cache[p].is_nan() {
+            if masses.by_pair[p].is_nan() {
                 let (mu, sigma) = pairs[p];
-                cache[p] = log_gauss_mass((x - s / 2.0 - mu) / sigma, (x + s / 2.0 - mu) / sigma);
+                let (a, b) = ((x - s / 2.0 - mu) / sigma, (x + s / 2.0 - mu) / sigma);
+                masses.by_pair[p] = *masses
+                    .by_cell
+                    .entry((a.to_bits(), b.to_bits()))
+                    .or_insert_with(|| log_gauss_mass(a, b));
             }
-            cache[p]
+            masses.by_pair[p]
         }
         Kernels::Categorical { obs, logs, .. } => match obs.get(k) {
             Some(c) if *c as usize == x as usize => logs[0],
@@ -62,7 +121,20 @@ pub(super) fn term(ks: &Kernels, k: usize, x: f64, cache: &mut [f64]) -> f64 {
     }
 }
 
-/// Bandwidths and constants of a numeric dimension.
+/// What a numeric dimension's build takes into each kernel's constant, per
+/// kernel (the prior last), for an owner that keeps the estimator (`kept`).
+#[derive(Debug, Default)]
+pub(super) struct DimRecord {
+    /// Clamped bandwidths.
+    pub(super) sigmas: Vec<f64>,
+    /// Edge normalisers subtracted (0 where none).
+    pub(super) norms: Vec<f64>,
+    /// Logs of the bandwidth product taken out after this dimension (0 where none).
+    pub(super) rescales: Vec<f64>,
+}
+
+/// Bandwidths and constants of a numeric dimension; `record`, when given,
+/// receives its bandwidths and edge normalisers.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn numeric(
     mut xs: Vec<f64>,
@@ -75,6 +147,7 @@ pub(super) fn numeric(
     cfg: &TpeConfig,
     consts: &mut [f64],
     scale: &mut [f64],
+    mut record: Option<&mut DimRecord>,
 ) -> Kernels {
     let (lo, hi) = adapted(low, high, step);
     let width = hi - lo;
@@ -100,14 +173,9 @@ pub(super) fn numeric(
         }
         _ => gaps_in_order(&xs, order, lo, hi, cfg.consider_endpoints, &mut sigmas),
     }
-    let max_sigma = width;
-    let min_sigma = if cfg.consider_magic_clip {
-        width / (100.0f64).min(1.0 + (n + 1) as f64)
-    } else {
-        EPS
-    };
+    let (min_sigma, max_sigma) = sigma_bounds(lo, hi, n, cfg);
     for s in &mut sigmas {
-        *s = s.clamp(min_sigma, max_sigma.max(min_sigma));
+        *s = s.clamp(min_sigma, max_sigma);
     }
     let mut mus = {
         xs.reserve_exact(1);
@@ -123,14 +191,13 @@ pub(super) fn numeric(
         .zip(mus.iter().zip(&sigmas))
         .enumerate()
     {
-        // Kernels well inside the range have all their mass: skip the erfc.
-        let reach = FULL_MASS_Z * sigma;
-        if mu - lo < reach || hi - mu < reach {
-            let known = log_norms
-                .and_then(|l| l.get(k))
-                .copied()
-                .filter(|l| *sigma == clip && !l.is_nan());
-            *c -= known.unwrap_or_else(|| log_gauss_mass((lo - mu) / sigma, (hi - mu) / sigma));
+        let known = log_norms.and_then(|l| l.get(k)).copied();
+        let norm = edge_norm(*mu, *sigma, lo, hi, clip, known);
+        if let Some(norm) = norm {
+            *c -= norm;
+        }
+        if let Some(r) = record.as_mut() {
+            r.norms.push(norm.unwrap_or(0.0));
         }
         if continuous {
             *c -= LN_SQRT_2PI;
@@ -144,6 +211,9 @@ pub(super) fn numeric(
     } else {
         distinct_pairs(&mus, &sigmas, order)
     };
+    if let Some(r) = record {
+        r.sigmas.extend_from_slice(&sigmas);
+    }
     // Keep only the inverse bandwidths (evaluation multiplies by them).
     for s in &mut sigmas {
         *s = 1.0 / *s;
@@ -155,6 +225,76 @@ pub(super) fn numeric(
         pairs,
         pair_of,
     }
+}
+
+/// The smallest and largest bandwidth of `n` observation kernels on the
+/// (adapted) range `[lo, hi]`: the magic clip's `range / min(100, n + 2)`
+/// (or [`EPS`] without it) and the range, never below the smallest.
+pub(super) fn sigma_bounds(lo: f64, hi: f64, n: usize, cfg: &TpeConfig) -> (f64, f64) {
+    let width = hi - lo;
+    let min_sigma = if cfg.consider_magic_clip {
+        width / (100.0f64).min(1.0 + (n + 1) as f64)
+    } else {
+        EPS
+    };
+    (min_sigma, width.max(min_sigma))
+}
+
+/// The log normaliser a kernel at `mu` with bandwidth `sigma` takes from
+/// its constant: its log mass inside `[lo, hi]`, or `None` when it is well
+/// inside and has all of it (no erfc). `known` is the observation store's
+/// normaliser at the clip bandwidth `clip`, used when `sigma` is that.
+pub(super) fn edge_norm(
+    mu: f64,
+    sigma: f64,
+    lo: f64,
+    hi: f64,
+    clip: f64,
+    known: Option<f64>,
+) -> Option<f64> {
+    let reach = FULL_MASS_Z * sigma;
+    if mu - lo < reach || hi - mu < reach {
+        let known = known.filter(|l| sigma == clip && !l.is_nan());
+        Some(known.unwrap_or_else(|| log_gauss_mass((lo - mu) / sigma, (hi - mu) / sigma)))
+    } else {
+        None
+    }
+}
+
+/// An observation's neighbour-gap bandwidth: the larger gap to its sorted
+/// neighbours `left` and `right` (a range end where it has none).
+pub(super) fn gap(left: f64, x: f64, right: f64) -> f64 {
+    (x - left).max(right - x)
+}
+
+/// Takes the logarithm of a running bandwidth product `sc` out (returned,
+/// for the kernel's constant) and restarts it at 1 once it leaves
+/// `[1e-150, 1e150]`, so the product never under- or overflows.
+pub(super) fn rescale(sc: &mut f64) -> Option<f64> {
+    if (1e-150..=1e150).contains(sc) {
+        None
+    } else {
+        let l = sc.ln();
+        *sc = 1.0;
+        Some(l)
+    }
+}
+
+/// Optuna's categorical kernel probabilities for `n_kernels` kernels over
+/// `nc` choices: `(p_match, p_other)` of an observation's row and the logs
+/// of those two and of the prior's `1 / nc`.
+pub(super) fn categorical_probs(
+    n_kernels: usize,
+    nc: usize,
+    cfg: &TpeConfig,
+) -> (f64, f64, [f64; 3]) {
+    // Optuna: every choice gets prior_weight / n_kernels, the observed one 1
+    // more, rows normalised. All observation rows share the two values.
+    let base = cfg.prior_weight / n_kernels as f64;
+    let row = base * nc as f64 + 1.0;
+    let (p_match, p_other) = ((base + 1.0) / row, base / row);
+    let uniform = 1.0 / nc as f64;
+    (p_match, p_other, [p_match.ln(), p_other.ln(), uniform.ln()])
 }
 
 /// The distinct `(mu, sigma)` pairs of a discrete dimension's kernels and
@@ -220,7 +360,7 @@ pub(super) fn gaps_in_order(
     sv.extend(order.iter().map(|o| xs[*o as usize]));
     sv.push(hi);
     for (w, o) in sv.windows(3).zip(order) {
-        sigmas[*o as usize] = (w[1] - w[0]).max(w[2] - w[1]);
+        sigmas[*o as usize] = gap(w[0], w[1], w[2]);
     }
     if !endpoints && m >= 2 {
         // The outermost use the gap to their inner neighbour.
@@ -241,23 +381,19 @@ pub(super) fn neighbour_gaps(xs: &[f64], lo: f64, hi: f64, endpoints: bool) -> V
 
 /// Optuna's categorical kernels and their (zero) constants.
 pub(super) fn categorical(xs: &[f64], nc: usize, cfg: &TpeConfig) -> Kernels {
-    // Optuna: every choice gets prior_weight / n_kernels, the observed one 1
-    // more, rows normalised. All observation rows share the two values.
-    let nk = xs.len() + 1;
-    let base = cfg.prior_weight / nk as f64;
-    let row = base * nc as f64 + 1.0;
-    let (p_match, p_other) = ((base + 1.0) / row, base / row);
-    let uniform = 1.0 / nc as f64;
+    let (p_match, p_other, logs) = categorical_probs(xs.len() + 1, nc, cfg);
     Kernels::Categorical {
         n: nc,
-        obs: xs
-            .iter()
-            .map(|x| (*x as usize).min(nc - 1) as u32)
-            .collect(),
+        obs: xs.iter().map(|x| choice(*x, nc)).collect(),
         p_match,
         p_other,
-        logs: [p_match.ln(), p_other.ln(), uniform.ln()],
+        logs,
     }
+}
+
+/// An observed categorical value (modelled units) as a choice index below `nc`.
+pub(super) fn choice(x: f64, nc: usize) -> u32 {
+    (x as usize).min(nc - 1) as u32
 }
 
 /// One draw of kernel `k` of one dimension inside `range`.

@@ -21,6 +21,7 @@
 //! * `observations` — per-study observation arrays kept incrementally, and the
 //!   good/bad split (pruned trials after complete ones, constraint violations
 //!   always bad).
+//! * `kept` — the bad group's estimator, kept and extended between suggestions.
 //! * `group` — group decomposition and intersection of the relative search space.
 //! * `sampler` — [`TpeSampler`], the [`crate::Sampler`] implementation.
 //!
@@ -60,25 +61,33 @@
 //!
 //! Finished trials never change, so each is read once into per-study arrays:
 //! its values in modelled units, each column kept sorted (bandwidths need
-//! neighbours, not a sort per suggestion) and each kernel's log normaliser at
-//! the magic-clip bandwidth (which nearly every kernel of a long history has).
+//! neighbours, not a sort per suggestion), each kernel's log normaliser at
+//! the magic-clip bandwidth (which nearly every kernel of a long history has)
+//! and, with one objective, its place in a ranking kept sorted, so the split
+//! takes the best few instead of selecting over all.
 //! Each joint space also keeps a row table across suggestions (the
 //! observations having all its parameters, with each dimension's rows in
-//! sorted order), extended by the newly finished trials, from which the bad
-//! group is copied as a few contiguous runs.
-//! A suggestion then scans the trial list only from the first trial that was
-//! not yet finished, splits with a linear-time partial selection, rebuilds
-//! the two estimators in `O(observations x dimensions)`, and evaluates the
-//! candidates kernel by kernel: up to three continuous dimensions for every
-//! kernel in a branch-free pass, then the rest only for kernels still within 40 nats of
-//! the best (a term 40 nats down adds less than 1e-17), so a long history
-//! costs little more than that pass per kernel and candidate. The large
-//! per-suggestion arrays come from a per-thread scratch pool (`scratch`), so
-//! a suggestion does not page-fault back the memory the previous one freed.
+//! sorted order), extended by the newly finished trials, and with it the bad
+//! group's estimator (`kept`): when only trials finished since the last
+//! suggestion, it is extended where they land (their bandwidths and their
+//! neighbours') and its weights and constants recomputed, bit for bit what a
+//! rebuild gives; otherwise (the good group changed, running trials for the
+//! constant liar, a trial finished out of order) it is built afresh.
+//! A suggestion reads the trial list only from the first trial that was
+//! not yet finished and evaluates the candidates kernel by kernel: up to
+//! three continuous dimensions for every kernel in a branch-free pass, the
+//! other continuous ones in blocks of kernels (for every kernel of a block
+//! where many are still live, as in a history TPE grew around its optimum),
+//! then the discrete ones only for kernels still within 40 nats of the best
+//! (a term 40 nats down adds less than 1e-17), with each grid cell's mass
+//! computed once per candidate batch. The large per-suggestion arrays come
+//! from a per-thread scratch pool (`scratch`), so a suggestion does not
+//! page-fault back the memory the previous one freed.
 
 mod config;
 mod domain;
 mod group;
+mod kept;
 mod kernels;
 mod observations;
 mod parzen;

@@ -24,6 +24,7 @@
 
 use super::domain::{clipped_log_norm, transform};
 use super::group::{Intersection, SearchSpaceGroup};
+use super::kept::KeptSlot;
 use crate::direction::Direction;
 use crate::distribution::Distribution;
 use crate::trial::{FrozenTrial, TrialState};
@@ -122,6 +123,9 @@ pub(crate) struct Rows {
     seen: usize,
     /// The last of them.
     last: Option<u32>,
+    /// The bad group's estimator over these rows, kept between suggestions
+    /// (dropped when the rows are rebuilt).
+    pub(crate) kept: KeptSlot,
 }
 
 impl Rows {
@@ -135,6 +139,7 @@ impl Rows {
             order: vec![Vec::new(); d],
             seen: 0,
             last: None,
+            kept: KeptSlot::Empty,
         }
     }
 
@@ -189,6 +194,7 @@ impl Rows {
             return;
         }
         // Rebuild from the columns.
+        self.kept = KeptSlot::Empty;
         self.numbers.clear();
         let mut row_of = vec![u32::MAX; n_numbers];
         for v in self.values.iter_mut().chain(self.norms.iter_mut()) {
@@ -231,6 +237,11 @@ pub(crate) struct StudyObservations {
     members: Vec<u32>,
     /// How much of `members` is in order.
     members_sorted: usize,
+    /// Every observation that can be good with one objective, ranked best
+    /// first (see [`rank`]), so the split needs no selection over all of them.
+    ranked: Vec<Rank>,
+    /// How much of `ranked` is in order.
+    ranked_sorted: usize,
     /// Every trial numbered below this was finished when last read.
     settled: u64,
     columns: HashMap<String, Vec<Column>>,
@@ -245,31 +256,30 @@ impl StudyObservations {
     /// numbers of the finished observations in `view`, ascending.
     pub(crate) fn sync(&mut self, view: &StudyView<'_>) -> Vec<u32> {
         let directions = view.directions();
-        let trials = view.trials();
         // A view holding every number 0..=max is the whole study. There, all
         // trials numbered below `settled` were finished and read at the last
         // call, so the scan starts after them (finished trials never change).
-        let dense = trials
-            .last()
-            .is_none_or(|t| t.number as usize + 1 == trials.len());
+        // The view is read by position, never as one slice, which for a
+        // study's snapshot would cost a copy of every trial pointer.
+        let n = view.len();
+        let dense = is_dense(view);
         if dense && self.settled > 0 {
             // Sentinel: the same study still (ids match where we skip).
-            let same = trials
-                .first()
-                .is_none_or(|t| self.ids.first() == Some(&t.id));
+            let same = view.get(0).is_none_or(|t| self.ids.first() == Some(&t.id));
             if !same {
                 *self = StudyObservations::default();
                 return self.sync(view);
             }
         }
+        // In a dense view the trial at position i is numbered i.
         let start = if dense {
-            trials.partition_point(|t| t.number < self.settled)
+            (self.settled as usize).min(n)
         } else {
             0
         };
         let mut in_view = start;
         let mut settled = None;
-        for t in &trials[start..] {
+        for t in view.iter_from(start) {
             if !t.state.is_finished() {
                 settled.get_or_insert(t.number);
                 continue;
@@ -287,15 +297,14 @@ impl StudyObservations {
             }
         }
         if dense {
-            self.settled = settled.unwrap_or(trials.len() as u64);
+            self.settled = settled.unwrap_or(n as u64);
         }
         self.settle_order();
         if in_view == self.n_seen {
             // The view holds every trial seen: no need to filter.
             return self.members.clone();
         }
-        trials
-            .iter()
+        view.iter()
             .filter(|t| t.state.is_finished())
             .map(|t| t.number as usize)
             .filter(|n| self.outcomes.get(*n).is_some_and(Option::is_some))
@@ -314,6 +323,9 @@ impl StudyObservations {
         let outcome = Outcome::of(t, directions);
         if outcome.is_none() {
             return;
+        }
+        if let Some(r) = outcome.as_ref().and_then(|o| rank(o, num as u32)) {
+            self.ranked.push(r);
         }
         self.outcomes[num] = outcome;
         self.members.push(num as u32);
@@ -361,12 +373,8 @@ impl StudyObservations {
     /// settled at the last [`StudyObservations::sync`] of that view was
     /// finished (finished trials never change state); otherwise 0.
     pub(crate) fn first_unsettled(&self, view: &StudyView<'_>) -> usize {
-        let trials = view.trials();
-        let dense = trials
-            .last()
-            .is_none_or(|t| t.number as usize + 1 == trials.len());
-        if dense {
-            trials.partition_point(|t| t.number < self.settled)
+        if is_dense(view) {
+            (self.settled as usize).min(view.len())
         } else {
             0
         }
@@ -411,6 +419,17 @@ impl StudyObservations {
         self.rows.get(index)
     }
 
+    /// The row table at `index`, to update its kept estimator.
+    pub(crate) fn rows_mut(&mut self, index: usize) -> Option<&mut Rows> {
+        self.rows.get_mut(index)
+    }
+
+    /// How many observations there are in all (a view's members are all
+    /// of them exactly when there are as many).
+    pub(crate) fn n_members(&self) -> usize {
+        self.members.len()
+    }
+
     /// Values of `name` under `dist` by trial number (NaN where missing).
     pub(crate) fn column(&self, name: &str, dist: &Distribution) -> &[f64] {
         self.columns
@@ -423,6 +442,7 @@ impl StudyObservations {
     /// inserted one by one, many (reading a long history) sorted at once.
     fn settle_order(&mut self) {
         settle(&mut self.members, &mut self.members_sorted, |a, b| a.cmp(b));
+        settle(&mut self.ranked, &mut self.ranked_sorted, rank_order);
         for cols in self.columns.values_mut() {
             for c in cols {
                 settle(&mut c.sorted, &mut c.sorted_len, |a, b| {
@@ -490,28 +510,21 @@ impl StudyObservations {
     }
 
     fn below_single(&self, members: &[u32], n_below: usize) -> Vec<u32> {
-        // (class, primary, secondary, number): complete by loss; pruned by
-        // (-step, loss), without reports last.
-        let mut ranked: Vec<(u8, f64, f64, u32)> = members
-            .iter()
-            .filter_map(|m| match self.outcomes[*m as usize].as_ref()? {
-                Outcome::Complete(l) => Some((0, l[0], 0.0, *m)),
-                Outcome::Pruned(Some((s, l))) => Some((1, -(*s as f64), *l, *m)),
-                Outcome::Pruned(None) => Some((1, 1.0, 0.0, *m)),
-                Outcome::Infeasible(_) => None,
-            })
-            .collect();
-        let cmp = |a: &(u8, f64, f64, u32), b: &(u8, f64, f64, u32)| {
-            a.0.cmp(&b.0)
-                .then(a.1.total_cmp(&b.1))
-                .then(a.2.total_cmp(&b.2))
-                .then(a.3.cmp(&b.3))
-        };
         if n_below == 0 {
             return Vec::new();
         }
+        // `members` are distinct observations: as many as were seen means
+        // all of them, already ranked (every key is distinct, so the best
+        // `n_below` are the same set a selection finds).
+        if members.len() == self.members.len() && self.ranked_sorted == self.ranked.len() {
+            return self.ranked.iter().take(n_below).map(|r| r.3).collect();
+        }
+        let mut ranked: Vec<Rank> = members
+            .iter()
+            .filter_map(|m| rank(self.outcomes[*m as usize].as_ref()?, *m))
+            .collect();
         if ranked.len() > n_below {
-            ranked.select_nth_unstable_by(n_below - 1, cmp);
+            ranked.select_nth_unstable_by(n_below - 1, rank_order);
             ranked.truncate(n_below);
         }
         ranked.into_iter().map(|r| r.3).collect()
@@ -540,6 +553,39 @@ impl StudyObservations {
         }
         below
     }
+}
+
+/// A single-objective observation's place in the ranking: (class, primary,
+/// secondary, number), complete trials by loss, then pruned ones by
+/// (-step, loss), pruned ones without reports last.
+type Rank = (u8, f64, f64, u32);
+
+/// The rank of observation `number` with `outcome`; `None` for a
+/// constraint violation, which is never good.
+fn rank(outcome: &Outcome, number: u32) -> Option<Rank> {
+    match outcome {
+        Outcome::Complete(l) => Some((0, l.first().copied().unwrap_or(f64::NAN), 0.0, number)),
+        Outcome::Pruned(Some((s, l))) => Some((1, -(*s as f64), *l, number)),
+        Outcome::Pruned(None) => Some((1, 1.0, 0.0, number)),
+        Outcome::Infeasible(_) => None,
+    }
+}
+
+/// Best first; every key is distinct (the number breaks ties).
+fn rank_order(a: &Rank, b: &Rank) -> Ordering {
+    a.0.cmp(&b.0)
+        .then(a.1.total_cmp(&b.1))
+        .then(a.2.total_cmp(&b.2))
+        .then(a.3.cmp(&b.3))
+}
+
+/// Whether `view` holds every trial number from 0 to its largest (the whole
+/// study, ordered by number, so position and number agree).
+fn is_dense(view: &StudyView<'_>) -> bool {
+    let n = view.len();
+    n.checked_sub(1)
+        .and_then(|i| view.get(i))
+        .is_none_or(|t| t.number as usize + 1 == n)
 }
 
 /// Sorts `v[sorted_len..]` into the sorted prefix `v[..sorted_len]`.
@@ -679,6 +725,49 @@ mod tests {
             vec![0, 1, 2, 3]
         );
         assert_eq!(split_of(ts, 5, Direction::Minimize).0, vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn the_kept_ranking_splits_as_a_selection_does() {
+        // Ties in loss, pruned trials with and without reports, violations;
+        // arriving in bulk, then one by one, one of them out of order.
+        let make = |i: u64| match i % 9 {
+            0 => pruned(i, i % 4, (i % 5) as f64),
+            1 => trial(i, TrialState::Pruned, None),
+            2 => oom(i),
+            _ => trial(i, TrialState::Complete, Some(((i * 7) % 13) as f64)),
+        };
+        // The best `n_below` of `members` by sorting them all.
+        let brute = |obs: &StudyObservations, members: &[u32], n_below: usize| {
+            let mut r: Vec<Rank> = members
+                .iter()
+                .filter_map(|m| rank(obs.outcomes[*m as usize].as_ref()?, *m))
+                .collect();
+            r.sort_by(rank_order);
+            let mut b: Vec<u32> = r.iter().take(n_below).map(|r| r.3).collect();
+            b.sort_unstable();
+            b
+        };
+        let dirs = [Direction::Minimize];
+        let mut obs = StudyObservations::default();
+        let mut trials: Vec<Arc<FrozenTrial>> = (0..200).map(|i| Arc::new(make(i))).collect();
+        trials[150] = Arc::new(trial(150, TrialState::Running, None));
+        for extra in 0..5 {
+            let members = obs.sync(&StudyView::new("s", &dirs, &trials));
+            // All members (the kept ranking) and some (a selection).
+            let some: Vec<u32> = members.iter().copied().filter(|m| m % 3 != 0).collect();
+            for n_below in [0, 1, 5, 25, 190, 400] {
+                assert_eq!(
+                    obs.split(&members, n_below, 1).0,
+                    brute(&obs, &members, n_below)
+                );
+                assert_eq!(obs.split(&some, n_below, 1).0, brute(&obs, &some, n_below));
+            }
+            trials.push(Arc::new(make(200 + extra)));
+            if extra == 2 {
+                trials[150] = Arc::new(trial(150, TrialState::Complete, Some(-1.0)));
+            }
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The TPE sampler: split, model, propose, pick.
 
-use super::config::TpeConfig;
+use super::config::{TpeBandwidth, TpeConfig};
 use super::domain::{transform, untransform, Dim, SampleRange};
+use super::kept::Gathered;
 use super::observations::{Rows, StudyObservations};
 use super::parzen::ParzenEstimator;
 use super::scratch;
@@ -14,6 +15,11 @@ use crate::view::StudyView;
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
+
+/// Fewest bad-group kernels for which the bad group's estimator is kept
+/// across suggestions (below it a fresh build is cheap, and the magic clip's
+/// smallest bandwidth, which depends on the count, still moves).
+const KEEP_FROM: usize = 128;
 
 /// Tree-structured Parzen Estimator sampler (Optuna 5.0's `TPESampler`).
 ///
@@ -120,54 +126,73 @@ impl TpeSampler {
         let dims: Vec<Dim> = space.iter().map(|(_, d, _)| Dim::of(d)).collect();
         let key: Vec<(&str, &Distribution)> = space.iter().map(|(n, d, _)| (*n, *d)).collect();
         let rows_at = obs.update_rows(&key);
-        let obs = &*obs;
-        let columns: Vec<ColumnRef<'_>> = space
-            .iter()
-            .map(|(n, d, _)| (obs.column(n, d), obs.sorted(n, d), obs.log_norms(n, d)))
-            .collect();
         let n_below = cfg.gamma(members.len(), study.directions().len());
         let (below, above) = obs.split(members, n_below, study.directions().len());
-        let (below_x, below_order, below_norms) = gather(&columns, obs.n_numbers(), &below, &[]);
         let liars = if cfg.constant_liar {
             running(study, obs.first_unsettled(study), trial, space)
         } else {
             Vec::new()
         };
-        let (above_x, above_order, above_norms) = match obs.rows(rows_at) {
-            Some(rows) => gather_rows(rows, obs.n_numbers(), &above, &liars),
-            None => gather(&columns, obs.n_numbers(), &above, &liars),
+        // The bad group's estimator is kept across suggestions (`kept`) when
+        // it is the whole study's finished trials outside the good group;
+        // running trials, a filtered view, Scott's bandwidths (which all
+        // change with the count) and small groups build it afresh.
+        let kept_rows = obs.rows(rows_at).filter(|rows| {
+            liars.is_empty()
+                && members.len() == obs.n_members()
+                && cfg.bandwidth == TpeBandwidth::NeighbourGap
+                && above.len() >= KEEP_FROM
+                && rows.numbers.len() >= KEEP_FROM + below.len()
+        });
+        let kept_na = kept_rows.map(|rows| {
+            let in_rows = below
+                .iter()
+                .filter(|b| rows.numbers.binary_search(b).is_ok())
+                .count();
+            rows.numbers.len() - in_rows
+        });
+        let (pe_below, fresh_above) = {
+            let obs = &*obs;
+            let columns: Vec<ColumnRef<'_>> = space
+                .iter()
+                .map(|(n, d, _)| (obs.column(n, d), obs.sorted(n, d), obs.log_norms(n, d)))
+                .collect();
+            let build = |gathered| fresh(gathered, &dims, cfg);
+            let pe_below = build(gather(&columns, obs.n_numbers(), &below, &[])).0;
+            let fresh_above = match (kept_na, obs.rows(rows_at)) {
+                (Some(_), _) => None,
+                (None, Some(rows)) => {
+                    Some(build(gather_rows(rows, obs.n_numbers(), &above, &liars)))
+                }
+                (None, None) => Some(build(gather(&columns, obs.n_numbers(), &above, &liars))),
+            };
+            (pe_below, fresh_above)
         };
-        let nb = below_x.first().map_or(0, Vec::len);
-        let na = above_x.first().map_or(0, Vec::len);
-        let pe_below = ParzenEstimator::with_order(
-            below_x,
-            &cfg.weights.weights(nb),
-            &dims,
-            cfg,
-            Some(&below_order),
-            Some(&below_norms),
-        );
-        let pe_above = ParzenEstimator::with_order(
-            above_x,
-            &cfg.weights.weights(na),
-            &dims,
-            cfg,
-            Some(&above_order),
-            Some(&above_norms),
-        );
-        for v in below_norms.into_iter().chain(above_norms) {
-            scratch::give_f64s(v);
-        }
-        for v in below_order.into_iter().chain(above_order) {
-            scratch::give_u32s(v);
-        }
+        let n_numbers = obs.n_numbers();
+        let na = fresh_above
+            .as_ref()
+            .map_or(kept_na.unwrap_or(0), |(_, n)| *n);
         let ranges: Vec<SampleRange> = space
             .iter()
             .map(|(_, d, s)| SampleRange::of(d, s))
             .collect();
         let candidates = pe_below.sample(rng, cfg.candidates(na + 1), &ranges);
         let lb = pe_below.log_pdf(&candidates);
-        let la = pe_above.log_pdf(&candidates);
+        let la = match (fresh_above, obs.rows_mut(rows_at)) {
+            (Some((pe, _)), _) => pe.log_pdf(&candidates),
+            (None, Some(rows)) => {
+                let mut slot = std::mem::take(&mut rows.kept);
+                let gather = || gather_rows(rows, n_numbers, &above, &[]);
+                let la = match slot.estimator(rows, &below, &dims, cfg, gather) {
+                    Some(pe) => pe.log_pdf(&candidates),
+                    None => fresh(gather(), &dims, cfg).0.log_pdf(&candidates),
+                };
+                rows.kept = slot;
+                la
+            }
+            // The kept path is taken only where the row table exists.
+            (None, None) => vec![0.0; lb.len()],
+        };
         let mut best = 0;
         let mut best_score = f64::NEG_INFINITY;
         for (i, (b, a)) in lb.iter().zip(&la).enumerate() {
@@ -185,12 +210,26 @@ impl TpeSampler {
     }
 }
 
+/// An estimator built afresh from gathered observations, and their count.
+fn fresh((x, order, norms): Gathered, dims: &[Dim], cfg: &TpeConfig) -> (ParzenEstimator, usize) {
+    let n = x.first().map_or(0, Vec::len);
+    let pe = ParzenEstimator::with_order(
+        x,
+        &cfg.weights.weights(n),
+        dims,
+        cfg,
+        Some(&order),
+        Some(&norms),
+        None,
+    );
+    norms.into_iter().for_each(scratch::give_f64s);
+    order.into_iter().for_each(scratch::give_u32s);
+    (pe, n)
+}
+
 /// One dimension's stored observations: values by trial number,
 /// `(value, number)` sorted, and clip-bandwidth log normalisers by number.
 type ColumnRef<'a> = (&'a [f64], &'a [(f64, u32)], &'a [f64]);
-
-/// A gathered set of observations: values, per-dimension order, log normalisers.
-type Gathered = (Vec<Vec<f64>>, Vec<Vec<u32>>, Vec<Vec<f64>>);
 
 /// Observations (modelled units, `out[d][k]`) of the trials `numbers` that
 /// have every column, in number order, followed by the `extra` rows (the
@@ -367,9 +406,8 @@ fn running(
     trial: &FrozenTrial,
     space: &[(&str, &Distribution, &Support)],
 ) -> Vec<(u64, Vec<f64>)> {
-    let trials = study.trials();
-    let mut out: Vec<(u64, Vec<f64>)> = trials[from.min(trials.len())..]
-        .iter()
+    let mut out: Vec<(u64, Vec<f64>)> = study
+        .iter_from(from)
         .filter(|t| t.state == TrialState::Running && t.id != trial.id)
         .filter_map(|t| {
             let values: Option<Vec<f64>> = space
@@ -493,7 +531,7 @@ fn space_key<'s>(space: &'s BTreeMap<String, Distribution>, k: &str) -> &'s str 
 mod tests {
     use super::*;
     use crate::direction::Direction;
-    use crate::distribution::{CategoricalDistribution, FloatDistribution};
+    use crate::distribution::{CategoricalDistribution, FloatDistribution, IntDistribution};
     use std::sync::Arc;
 
     fn float() -> Distribution {
@@ -596,6 +634,135 @@ mod tests {
         let members = obs.sync(&StudyView::new("s", &dirs, &trials));
         assert!(members.contains(&7));
         check(&mut obs, &members);
+    }
+
+    #[test]
+    fn the_kept_bad_group_estimator_is_a_full_build_bit_for_bit() {
+        // A 6-D mixed space; trials arrive one or three at a time, good ones
+        // now and then (the good group changes), one out of order (the row
+        // table is rebuilt), clustered like a history TPE grew. After each
+        // arrival the kept estimator must equal a fresh build.
+        let dists: Vec<Distribution> = vec![
+            FloatDistribution::new(-10.0, 10.0).unwrap().into(),
+            FloatDistribution::log(1e-5, 1e-1).unwrap().into(),
+            IntDistribution::new(1, 100).unwrap().into(),
+            CategoricalDistribution::new(["a", "b", "c"])
+                .unwrap()
+                .into(),
+            FloatDistribution::stepped(0.0, 0.5, 0.05).unwrap().into(),
+            FloatDistribution::new(0.0, 1.0).unwrap().into(),
+        ];
+        let names = ["a", "b", "c", "d", "e", "f"];
+        let make = |i: u64, state: TrialState| {
+            let mut t = FrozenTrial::new(i, i, state);
+            let u = |j: u64| {
+                let h = (i * 2_654_435_761 + j * 40_503) % 1_000_003;
+                let v = h as f64 / 1_000_003.0;
+                // Most near the middle, some anywhere, a few at the ends.
+                match i % 13 {
+                    0 => 0.0,
+                    1 => 1.0,
+                    2..=4 => v,
+                    _ => 0.45 + 0.1 * v,
+                }
+            };
+            for (j, (n, d)) in names.iter().zip(&dists).enumerate() {
+                let x = match d {
+                    Distribution::Float(f) if f.is_log() => {
+                        (f.low().ln() + u(j as u64) * (f.high() / f.low()).ln()).exp()
+                    }
+                    Distribution::Float(f) => f.low() + u(j as u64) * (f.high() - f.low()),
+                    Distribution::Int(f) => {
+                        f.low() as f64 + u(j as u64) * (f.high() - f.low()) as f64
+                    }
+                    Distribution::Categorical(c) => (u(j as u64) * 2.999)
+                        .floor()
+                        .min(c.choices().len() as f64 - 1.0),
+                };
+                t.internal_params.insert((*n).into(), d.snap(x));
+                t.distributions.insert((*n).into(), d.clone());
+            }
+            let good = i.is_multiple_of(17);
+            t.values = (state == TrialState::Complete)
+                .then(|| vec![if good { -(i as f64) } else { (i % 23) as f64 }]);
+            Arc::new(t)
+        };
+        let dirs = [Direction::Minimize];
+        // From 60 trials, so the magic clip's smallest bandwidth still moves
+        // at first (a rebuild each time) and then settles (appends).
+        let trials: Vec<Arc<FrozenTrial>> = (0..60)
+            .map(|i| {
+                make(
+                    i,
+                    if i == 50 {
+                        TrialState::Running
+                    } else {
+                        TrialState::Complete
+                    },
+                )
+            })
+            .collect();
+        // A good group of at most 10, so it settles once there are 100.
+        for cfg in [
+            TpeConfig {
+                gamma_max: 10,
+                ..TpeConfig::default()
+            },
+            TpeConfig {
+                gamma_max: 10,
+                consider_endpoints: true,
+                prior_weight: 1.0,
+                ..TpeConfig::optuna()
+            },
+        ] {
+            let mut obs = StudyObservations::default();
+            let key: Vec<(&str, &Distribution)> = names.iter().copied().zip(&dists).collect();
+            let dims: Vec<Dim> = dists.iter().map(Dim::of).collect();
+            let mut trials = trials.clone();
+            let mut appends = 0;
+            let mut compared = 0;
+            for step in 0..80u64 {
+                let members = obs.sync(&StudyView::new("s", &dirs, &trials));
+                let at = obs.update_rows(&key);
+                let (below, above) = obs.split(&members, cfg.gamma(members.len(), 1), 1);
+                let rows = obs.rows(at).unwrap();
+                let (x, order, norms) = gather_rows(rows, obs.n_numbers(), &above, &[]);
+                let n = x[0].len();
+                let full = ParzenEstimator::with_order(
+                    x,
+                    &cfg.weights.weights(n),
+                    &dims,
+                    &cfg,
+                    Some(&order),
+                    Some(&norms),
+                    None,
+                );
+                let n_numbers = obs.n_numbers();
+                let rows = obs.rows_mut(at).unwrap();
+                let mut slot = std::mem::take(&mut rows.kept);
+                let gather = || gather_rows(rows, n_numbers, &above, &[]);
+                if let Some(kept) = slot.estimator(rows, &below, &dims, &cfg, gather) {
+                    if let Err(e) = kept.same_bits(&full) {
+                        panic!("step {step}, {n} kernels: {e}");
+                    }
+                    compared += 1;
+                }
+                appends = appends.max(slot.appends());
+                rows.kept = slot;
+                let next = trials.len() as u64;
+                let arrivals = if step % 5 == 0 { 3 } else { 1 };
+                for j in 0..arrivals {
+                    trials.push(make(next + j, TrialState::Complete));
+                }
+                if step == 60 {
+                    trials[50] = make(50, TrialState::Complete);
+                }
+            }
+            // The longest run of appends between rebuilds (a change of the
+            // good group, the out-of-order trial).
+            assert!(appends >= 5, "{appends} appends");
+            assert!(compared >= 40, "kept in {compared} of 80 steps");
+        }
     }
 
     #[test]
