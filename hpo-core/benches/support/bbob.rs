@@ -192,30 +192,16 @@ impl Bbob {
             }
             20 => {
                 let u = unif(d, rseed);
-                problem.shift = u
-                    .iter()
-                    .map(|&v| {
-                        let half = 0.5 * 4.2096874637;
-                        if v - 0.5 < 0.0 {
-                            -half
-                        } else {
-                            half
-                        }
-                    })
-                    .collect();
+                // ±half by the sign of u - 0.5.
+                let signed = |half: f64| -> Vec<f64> {
+                    u.iter()
+                        .map(|&v| if v - 0.5 < 0.0 { -half } else { half })
+                        .collect()
+                };
+                problem.shift = signed(0.5 * 4.2096874637);
                 // COCO's best_parameter for f20 (transform_vars_x_hat.c)
                 // carries slightly different digits than the shift.
-                problem.x_opt = u
-                    .iter()
-                    .map(|&v| {
-                        let half = 0.5 * 4.2096874633;
-                        if v - 0.5 < 0.0 {
-                            -half
-                        } else {
-                            half
-                        }
-                    })
-                    .collect();
+                problem.x_opt = signed(0.5 * 4.2096874633);
             }
             21 | 22 => {
                 let (peaks, x_opt) = gallagher(rseed, d, if function == 21 { 101 } else { 21 });
