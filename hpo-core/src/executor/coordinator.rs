@@ -14,8 +14,8 @@ use super::devices::DeviceBudget;
 use super::worker::{self, Assignment, ORPHAN_STATUS, STORAGE_FAILURE_STATUS, WORKER_ENV};
 use super::{
     batch_of, is_oom_text, shrink, Batch, MemoryEstimator, ACCUMULATION_ATTR, DEVICE_ATTR,
-    ESTIMATE_BYTES_ATTR, EXIT_ATTR, MICRO_BATCH_ATTR, OOM_RETRIES_ATTR, PEAK_BYTES_ATTR,
-    RESERVED_BYTES_ATTR, STDERR_ATTR,
+    ESTIMATE_BYTES_ATTR, EXIT_ATTR, MICRO_BATCH_ATTR, NOT_STARTED_REASON, OOM_RETRIES_ATTR,
+    PEAK_BYTES_ATTR, RESERVED_BYTES_ATTR, STDERR_ATTR,
 };
 use crate::error::{Error, Result};
 use crate::study::Trial;
@@ -57,6 +57,7 @@ pub struct ProcessConfig {
     stderr_lines: usize,
     worker_args: Option<Vec<String>>,
     host_memory: bool,
+    env: Vec<(String, String)>,
     poll: Duration,
 }
 
@@ -72,6 +73,7 @@ impl std::fmt::Debug for ProcessConfig {
             .field("max_workers", &self.max_workers)
             .field("visible_devices", &self.visible)
             .field("host_memory", &self.host_memory)
+            .field("env", &self.env)
             .finish_non_exhaustive()
     }
 }
@@ -96,6 +98,7 @@ impl ProcessConfig {
             stderr_lines: 20,
             worker_args: None,
             host_memory: false,
+            env: Vec::new(),
             poll: Duration::from_millis(20),
         }
     }
@@ -176,6 +179,28 @@ impl ProcessConfig {
     pub fn host_memory(mut self, yes: bool) -> Self {
         self.host_memory = yes;
         self
+    }
+
+    /// Sets `key=value` in every worker process's environment (on top of
+    /// this process's environment and the executor's own variables, which
+    /// win over it). Setting a key again replaces its value.
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        let key = key.into();
+        self.env.retain(|(k, _)| *k != key);
+        self.env.push((key, value.into()));
+        self
+    }
+
+    /// Each worker process's share of the CPU: sets the sizes of the thread
+    /// pools the CPU backends start, rayon's (`RAYON_NUM_THREADS`: burn's
+    /// ndarray backend) and OpenMP's (`OMP_NUM_THREADS`: LibTorch, BLAS
+    /// libraries), to `n` (at least 1). Without it every worker starts one
+    /// thread per core, and `k` workers ask for `k` times the cores. A user
+    /// variable of the same name is overridden in the workers.
+    pub fn threads_per_worker(self, n: usize) -> Self {
+        let n = n.max(1).to_string();
+        self.env("RAYON_NUM_THREADS", n.clone())
+            .env("OMP_NUM_THREADS", n)
     }
 
     fn budgets(&self) -> Result<Vec<DeviceBudget>> {
@@ -312,6 +337,17 @@ impl Coordinator<'_> {
         let mut started = 0usize;
         loop {
             let mut busy = false;
+            // 0. Out of time, or asked to stop: nothing starts from now on.
+            // Trials sampled ahead and still queued are given back (see
+            // `give_back_held`), and OOM relaunch copies wait, enqueued, for
+            // the study's next run.
+            if self.study.stop_requested() || limits.timeout.is_some_and(|t| t0.elapsed() >= t) {
+                self.relaunches_pending = 0;
+                if !self.held.is_empty() {
+                    self.give_back_held()?;
+                    busy = true;
+                }
+            }
             // 1. Sample ahead: ask for trials and queue them for admission.
             while self.held.len() < self.config.lookahead {
                 let wanted = !self.study.stop_requested()
@@ -436,6 +472,55 @@ impl Coordinator<'_> {
         Ok(relaunch)
     }
 
+    /// Ends every trial that was sampled ahead but not launched when the
+    /// study's time ran out or it was stopped: each is failed with that
+    /// reason and, in the same transaction, a WAITING copy of its
+    /// configuration is enqueued (with the retry lineage of
+    /// [`FrozenTrial::retry_copy`]), so the study's next run starts with it
+    /// and no sampled configuration is lost. Without this the queue would
+    /// keep launching up to `lookahead` trials after the timeout.
+    fn give_back_held(&mut self) -> Result<()> {
+        self.sched.drop_queued();
+        let ids: Vec<u64> = self.held.keys().copied().collect();
+        for id in ids {
+            let Some(h) = self.held.remove(&id) else {
+                continue;
+            };
+            let frozen = self.study.hand_over(h.trial)?;
+            let attrs = [
+                (
+                    FailureKind::ATTR.to_owned(),
+                    Value::from(FailureKind::Error.as_str()),
+                ),
+                (
+                    FailureKind::REASON_ATTR.to_owned(),
+                    Value::from(NOT_STARTED_REASON),
+                ),
+            ];
+            let retry = |t: &FrozenTrial| {
+                Some(t.retry_copy(&[FailureKind::ATTR, FailureKind::REASON_ATTR]))
+            };
+            match self
+                .study
+                .storage()
+                .fail_stale_trial(frozen.id, &attrs, &retry)
+            {
+                Ok((t, copy)) => {
+                    tracing::info!(
+                        trial = t.number,
+                        copy = copy.map(|c| c.number),
+                        "sampled ahead but not started before the study stopped; its configuration waits for the next run"
+                    );
+                    (self.callback)(self.study, &t);
+                }
+                // Someone else ended it (a stale-trial reaper): nothing to give back.
+                Err(Error::TrialFinished { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     fn infeasible(&mut self, key: u64, reason: String) -> Result<()> {
         let Some(h) = self.held.remove(&key) else {
             return Ok(());
@@ -536,6 +621,7 @@ impl Coordinator<'_> {
             .unwrap_or_else(|| device.to_string());
         let mut child = Command::new(exe)
             .args(args)
+            .envs(self.config.env.iter().map(|(k, v)| (k, v)))
             .env(WORKER_ENV, json)
             .env("CUDA_VISIBLE_DEVICES", visible)
             .env("HPO_DEVICE", device.to_string())

@@ -127,6 +127,10 @@ pub const DEVICE_ATTR: &str = "hpo:device";
 pub const EXIT_ATTR: &str = "hpo:exit";
 /// System attribute: the last lines of a dead worker's standard error.
 pub const STDERR_ATTR: &str = "hpo:stderr_tail";
+/// The `fail_reason` of a trial that was sampled ahead but never launched:
+/// the study's time ran out, or it was stopped, first. A WAITING copy of its
+/// configuration is enqueued with it, for the study's next run.
+pub const NOT_STARTED_REASON: &str = "sampled ahead but not started: the study's time ran out or it was stopped before a worker was free; a WAITING copy of this configuration runs in the study's next run";
 
 /// A micro-batch and its gradient accumulation; their product is the effective batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

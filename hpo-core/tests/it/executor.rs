@@ -79,6 +79,11 @@ fn objective(trial: &mut Trial) -> Result<f64, TrialError> {
     // What the worker was told its GPU is.
     let visible = std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_default();
     std::fs::write(dir.join(format!("ran-{}", trial.number())), visible).unwrap();
+    // The thread pools it was sized for.
+    let pools = ["RAYON_NUM_THREADS", "OMP_NUM_THREADS", "HPO_TEST_EXTRA"]
+        .map(|k| std::env::var(k).unwrap_or_else(|_| "-".into()))
+        .join(" ");
+    std::fs::write(dir.join(format!("threads-{}", trial.number())), pools).unwrap();
     executor::record_peak(trial, u64::from(run.micro) * GIB).unwrap();
     let value = f64::from(run.effective()) + batch as f64 / 1000.0;
     match mode {
@@ -350,6 +355,113 @@ fn executor_workers_see_the_gpu_they_are_placed_on() {
         let told = std::fs::read_to_string(marker_dir(&name).join("ran-0")).unwrap();
         assert_eq!(told, expected);
     }
+}
+
+#[test]
+fn executor_workers_get_their_share_of_the_threads_and_the_env_they_are_given() {
+    let (_db, url) = temp_db("threads");
+    let cases = [
+        (None, "- - -"),
+        (Some(1), "1 1 x"),
+        (Some(3), "3 3 x"),
+        // 0 is taken as 1: a worker always has a thread.
+        (Some(0), "1 1 x"),
+    ];
+    for (i, (threads, expected)) in cases.into_iter().enumerate() {
+        let name = format!("threads-{i}-{}", std::process::id());
+        let study = study_on(&url, &name);
+        enqueue(&study, "ok", 1);
+        let mut cfg = config(&url, 2);
+        if let Some(n) = threads {
+            // Set twice: the second value replaces the first.
+            cfg = cfg
+                .env("HPO_TEST_EXTRA", "y")
+                .threads_per_worker(n)
+                .env("HPO_TEST_EXTRA", "x");
+        }
+        study
+            .optimize_with(Optimize::new().trials(1).processes(cfg), objective)
+            .unwrap();
+        let told = std::fs::read_to_string(marker_dir(&name).join("threads-0")).unwrap();
+        assert_eq!(told, expected, "threads_per_worker({threads:?})");
+    }
+}
+
+#[test]
+fn executor_timeout_launches_nothing_more_and_gives_back_what_it_sampled_ahead() {
+    let (_db, url) = temp_db("give-back");
+    let name = format!("give-back-{}", std::process::id());
+    let study = study_on(&url, &name);
+    for _ in 0..8 {
+        enqueue(&study, "slow", 1);
+    }
+    // One worker at a time, eight sampled ahead, each trial 300 ms: the
+    // study's time (150 ms) runs out with trials still queued.
+    let cfg = config(&url, 2).max_workers(1).lookahead(8);
+    study
+        .optimize_with(
+            Optimize::new()
+                .trials(8)
+                .timeout(Duration::from_millis(150))
+                .processes(cfg.clone()),
+            objective,
+        )
+        .unwrap();
+    let trials = by_number(&study);
+    let given_back: Vec<_> = trials
+        .iter()
+        .filter(|t| t.fail_reason() == Some(executor::NOT_STARTED_REASON))
+        .collect();
+    let complete = trials
+        .iter()
+        .filter(|t| t.state == TrialState::Complete)
+        .count();
+    let waiting: Vec<_> = trials
+        .iter()
+        .filter(|t| t.state == TrialState::Waiting)
+        .collect();
+    let states: Vec<_> = trials
+        .iter()
+        .map(|t| (t.number, t.state, t.fail_reason().map(str::to_owned)))
+        .collect();
+    assert!(!given_back.is_empty(), "{states:?}");
+    assert_eq!(complete + given_back.len(), 8, "{states:?}");
+    assert_eq!(waiting.len(), given_back.len(), "{states:?}");
+    assert_eq!(trials.len(), 8 + waiting.len(), "nothing else: {states:?}");
+    for t in &given_back {
+        assert_eq!(t.failure(), Some(FailureKind::Error));
+        // Its configuration waits, with its lineage, for the next run.
+        let copy = waiting
+            .iter()
+            .find(|w| w.system_attrs.get(FAILED_TRIAL_ATTR) == Some(&json!(t.number)))
+            .unwrap_or_else(|| panic!("no WAITING copy of trial {}", t.number));
+        assert_eq!(copy.params(), t.params());
+    }
+    // The next run starts with them.
+    study
+        .optimize_with(
+            Optimize::new().trials(waiting.len()).processes(cfg),
+            objective,
+        )
+        .unwrap();
+    let after: Vec<_> = by_number(&study)
+        .iter()
+        .map(|t| (t.number, t.state))
+        .collect();
+    assert!(
+        after
+            .iter()
+            .all(|(_, s)| matches!(s, TrialState::Complete | TrialState::Fail)),
+        "{after:?}"
+    );
+    assert_eq!(
+        after
+            .iter()
+            .filter(|(_, s)| *s == TrialState::Complete)
+            .count(),
+        8,
+        "every configuration ran once: {after:?}"
+    );
 }
 
 #[test]
