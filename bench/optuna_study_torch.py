@@ -51,6 +51,9 @@ import torch
 import transformers
 from transformers import BertModel, BertTokenizerFast
 
+# The CPU benchmark's reference (this folder): one macro-F1 for both scripts.
+from cpu_training_torch import macro_f1
+
 
 def read_split(path, positive):
     texts, labels = [], []
@@ -97,17 +100,6 @@ def batches(tokenizer, texts, labels, size, max_len, order):
         yield enc["input_ids"], enc["attention_mask"], torch.tensor([labels[i] for i in idx])
 
 
-def macro_f1(predicted, actual, classes=2):
-    f1 = 0.0
-    for c in range(classes):
-        tp = sum(1 for p, a in zip(predicted, actual) if p == a == c)
-        fp = sum(1 for p, a in zip(predicted, actual) if p == c and a != c)
-        fn = sum(1 for p, a in zip(predicted, actual) if a == c and p != c)
-        denom = 2 * tp + fp + fn
-        f1 += 0.0 if denom == 0 else 2 * tp / denom
-    return f1 / classes
-
-
 def evaluate(model, tokenizer, texts, labels, max_len):
     model.eval()
     predicted = []
@@ -116,7 +108,7 @@ def evaluate(model, tokenizer, texts, labels, max_len):
             predicted += model(ids, mask).argmax(1).tolist()
     model.train()
     correct = sum(1 for p, a in zip(predicted, labels) if p == a)
-    return macro_f1(predicted, labels), correct / max(len(labels), 1)
+    return macro_f1(predicted, labels, 2), correct / max(len(labels), 1)
 
 
 def warm_start():
