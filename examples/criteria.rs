@@ -1321,7 +1321,7 @@ mod tests {
         let (train, valid, test) = load_splits(&args).unwrap();
         let spec = TsvSpec::single("text", "label").with_positive("neg");
         for (name, split) in [("train", train), ("validation", valid), ("test", test)] {
-            let back = load_tsv(&dir.join(format!("{name}.tsv")), &spec).unwrap();
+            let back = load_tsv(dir.join(format!("{name}.tsv")), &spec).unwrap();
             assert_eq!(back, split, "{name}");
         }
         assert_eq!(cpu_share(1), cpu_cores());

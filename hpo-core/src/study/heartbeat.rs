@@ -67,8 +67,15 @@ impl HeartbeatThread {
                 while let Err(RecvTimeoutError::Timeout) = rx.recv_timeout(interval) {
                     match storage.record_heartbeat(id) {
                         Ok(()) => {}
-                        Err(e @ Error::TrialFinished { .. }) => {
-                            tracing::warn!(trial = number, "heartbeat stopped: {e}");
+                        // Only a stale-trial reaper ends someone else's
+                        // trial, and it fails it: worth a warning. Any other
+                        // end is the owner's own, told between two beats.
+                        Err(e @ Error::TrialFinished { state, .. }) => {
+                            if state == crate::TrialState::Fail {
+                                tracing::warn!(trial = number, "heartbeat stopped: {e}");
+                            } else {
+                                tracing::debug!(trial = number, "heartbeat stopped: {e}");
+                            }
                             break;
                         }
                         Err(e) => tracing::warn!(trial = number, "cannot record heartbeat: {e}"),
