@@ -487,16 +487,7 @@ impl Coordinator<'_> {
                 continue;
             };
             let frozen = self.study.hand_over(h.trial)?;
-            let attrs = [
-                (
-                    FailureKind::ATTR.to_owned(),
-                    Value::from(FailureKind::Error.as_str()),
-                ),
-                (
-                    FailureKind::REASON_ATTR.to_owned(),
-                    Value::from(NOT_STARTED_REASON),
-                ),
-            ];
+            let attrs = FailureKind::Error.attrs(NOT_STARTED_REASON);
             let retry = |t: &FrozenTrial| {
                 Some(t.retry_copy(&[FailureKind::ATTR, FailureKind::REASON_ATTR]))
             };
@@ -580,16 +571,7 @@ impl Coordinator<'_> {
             Err(e) => {
                 self.study.stop_beating(frozen.id)?;
                 self.sched.end(&l.key, &TrialEnd::default());
-                let attrs = [
-                    (
-                        FailureKind::ATTR.to_owned(),
-                        Value::from(FailureKind::Error.as_str()),
-                    ),
-                    (
-                        FailureKind::REASON_ATTR.to_owned(),
-                        Value::from(format!("cannot start a worker process: {e}")),
-                    ),
-                ];
+                let attrs = FailureKind::Error.attrs(format!("cannot start a worker process: {e}"));
                 let t =
                     self.study
                         .storage()
@@ -704,12 +686,9 @@ impl Coordinator<'_> {
                 format!("the worker process {cause} without finishing its trial; last lines of its stderr:\n{tail}")
             };
             tracing::warn!(trial = w.number, "{reason}");
-            let mut attrs = vec![
-                (FailureKind::ATTR.to_owned(), Value::from(kind.as_str())),
-                (FailureKind::REASON_ATTR.to_owned(), Value::from(reason)),
-                (EXIT_ATTR.to_owned(), Value::from(cause)),
-                (STDERR_ATTR.to_owned(), Value::from(tail)),
-            ];
+            let mut attrs = kind.attrs(reason);
+            attrs.push((EXIT_ATTR.to_owned(), Value::from(cause)));
+            attrs.push((STDERR_ATTR.to_owned(), Value::from(tail)));
             let relaunchable = shrink(w.launch.batch, w.min_micro).is_some();
             if oom {
                 let mut config = serde_json::Map::new();

@@ -151,14 +151,8 @@ where
             // The coordinator relaunches it smaller: an attempt, not a
             // constraint violation the sampler should learn from.
             study.stop_beating(trial.id())?;
-            let attrs = [
-                (
-                    FailureKind::ATTR.to_owned(),
-                    Value::from(FailureKind::Oom.as_str()),
-                ),
-                (FailureKind::REASON_ATTR.to_owned(), Value::from(message)),
-                (FailureKind::OOM_CONFIG_ATTR.to_owned(), config),
-            ];
+            let mut attrs = FailureKind::Oom.attrs(message);
+            attrs.push((FailureKind::OOM_CONFIG_ATTR.to_owned(), config));
             match study
                 .storage()
                 .finish_trial(trial.id(), TrialState::Fail, None, &attrs)

@@ -20,7 +20,6 @@ use super::Study;
 use crate::error::{Error, Result};
 use crate::storage::Storage;
 use crate::trial::{FailureKind, FrozenTrial};
-use serde_json::Value;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -119,19 +118,10 @@ impl Study {
         let storage = &self.core.storage;
         let mut failed = Vec::new();
         for trial_id in storage.stale_trials(self.core.id, hb.grace)? {
-            let attrs = [
-                (
-                    FailureKind::ATTR.to_owned(),
-                    Value::from(FailureKind::Stale.as_str()),
-                ),
-                (
-                    FailureKind::REASON_ATTR.to_owned(),
-                    Value::from(format!(
-                        "no heartbeat for more than {:?}: the worker crashed, was killed or hung",
-                        hb.grace
-                    )),
-                ),
-            ];
+            let attrs = FailureKind::Stale.attrs(format!(
+                "no heartbeat for more than {:?}: the worker crashed, was killed or hung",
+                hb.grace
+            ));
             // Failing it and enqueueing its retry is one transaction.
             let retry = |t: &FrozenTrial| self.retry_template(t);
             let (t, copy) = match storage.fail_stale_trial(trial_id, &attrs, &retry) {

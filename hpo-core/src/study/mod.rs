@@ -184,10 +184,7 @@ impl Study {
         let (core, frozen) = trial.into_parts();
         let n_obj = core.directions.len();
         let fail = |kind: FailureKind, reason: String| {
-            let mut attrs = vec![
-                (FailureKind::ATTR.to_owned(), Value::from(kind.as_str())),
-                (FailureKind::REASON_ATTR.to_owned(), Value::from(reason)),
-            ];
+            let mut attrs = kind.attrs(reason);
             if kind.is_constraint_violation() {
                 attrs.push((
                     FailureKind::CONSTRAINTS_ATTR.to_owned(),

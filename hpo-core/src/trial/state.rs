@@ -117,6 +117,22 @@ impl FailureKind {
         })
     }
 
+    /// The system attributes that record a failure of this kind:
+    /// [`FailureKind::ATTR`] and [`FailureKind::REASON_ATTR`] with `reason`
+    /// (a vector, so callers can add attributes of their own).
+    pub fn attrs(self, reason: impl Into<String>) -> Vec<(String, serde_json::Value)> {
+        vec![
+            (
+                Self::ATTR.to_owned(),
+                serde_json::Value::from(self.as_str()),
+            ),
+            (
+                Self::REASON_ATTR.to_owned(),
+                serde_json::Value::from(reason.into()),
+            ),
+        ]
+    }
+
     /// Whether samplers should treat this failure as a constraint violation
     /// (learn to avoid the region) rather than ignore it.
     pub fn is_constraint_violation(self) -> bool {
