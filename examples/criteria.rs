@@ -1179,6 +1179,8 @@ mod tests {
             Jobs::Workers(cpu_cores())
         );
         assert_eq!(cpu_share(cpu_cores()), 1);
+        assert_eq!(cpu_share(1), cpu_cores());
+        assert_eq!(cpu_share(usize::MAX), 1);
         assert_eq!(
             args(&["--save-best", "out"]).unwrap().jobs().unwrap(),
             Jobs::InProcess
@@ -1324,8 +1326,6 @@ mod tests {
             let back = load_tsv(dir.join(format!("{name}.tsv")), &spec).unwrap();
             assert_eq!(back, split, "{name}");
         }
-        assert_eq!(cpu_share(1), cpu_cores());
-        assert_eq!(cpu_share(usize::MAX), 1);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
