@@ -131,7 +131,7 @@ fn main() -> anyhow::Result<()> {
     }
 
     let report = json!({
-        "benchmark": "hpo-burn training throughput (CPU, ndarray backend)",
+        "benchmark": "hpo-burn training throughput (CPU, burn-flex backend)",
         "cpu_cores": cores,
         "cpu_ghz": ghz,
         "flops_per_cycle_per_core": flops_per_cycle,

@@ -372,7 +372,6 @@ fn main() -> anyhow::Result<()> {
         "accuracy": epoch.valid.accuracy,
         "macro_f1_again": again.macro_f1,
         "threads": std::thread::available_parallelism().map_or(1, |n| n.get()),
-        "matmul_num_threads": std::env::var("MATMUL_NUM_THREADS").ok(),
         "load_average": load_burn,
     });
     eprintln!("{burn}");

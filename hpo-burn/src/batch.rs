@@ -127,7 +127,7 @@ pub fn plan_batches(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use burn::backend::NdArray;
+    use crate::CpuInference;
 
     fn ex(ids: &[u32], label: usize) -> EncodedExample {
         EncodedExample {
@@ -143,7 +143,7 @@ mod tests {
     fn batch_is_padded_to_its_longest_sequence() {
         let a = ex(&[2, 5, 3], 1);
         let b = ex(&[2, 5, 6, 7, 3], 0);
-        let batch = make_batch::<NdArray>(&[&a, &b], 0, &Default::default());
+        let batch = make_batch::<CpuInference>(&[&a, &b], 0, &Default::default());
         assert_eq!((batch.size, batch.len, batch.tokens), (2, 5, 8));
         let ids: Vec<i64> = batch.input_ids.into_data().to_vec().unwrap();
         assert_eq!(ids, vec![2, 5, 3, 0, 0, 2, 5, 6, 7, 3]);

@@ -68,7 +68,7 @@ pub fn sync<B: Backend>(reading: &'static str, device: &B::Device) -> Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use burn::backend::NdArray;
+    use crate::CpuInference;
 
     fn failed(reason: &str) -> Result<f64, ExecutionError> {
         Err(ExecutionError::WithContext {
@@ -125,7 +125,7 @@ mod tests {
 
     #[test]
     fn readers_return_the_values_on_a_working_backend() {
-        type B = NdArray<f32>;
+        type B = CpuInference;
         let device = Default::default();
         let t = Tensor::<B, 1>::from_floats([1.5, -2.0], &device);
         assert_eq!(scalar("a sum", t.clone().sum()).unwrap(), -0.5);

@@ -270,7 +270,6 @@ impl<B: AutodiffBackend> Trainer<B> {
         let cfg = &self.config;
         cfg.validate()?;
         crate::allocator::keep_freed_memory();
-        crate::threads::single_level_matmul();
         if data.train.is_empty() || data.valid.is_empty() {
             return Err(Error::Data(
                 "training and validation sets must not be empty".into(),

@@ -7,17 +7,16 @@
 //! if that fails. CI sets it.
 
 use hpo_burn::batch::{make_batch, EncodedExample};
-use hpo_burn::burn::backend::NdArray;
 use hpo_burn::burn::tensor::Tensor;
 use hpo_burn::data::Text;
 use hpo_burn::{
-    load_tsv, run, BertClassifier, Checkpoint, Cpu, MemoryGuard, ModelCache, Pooling, Preset,
-    RunSpec, TextTask, TrainConfig, TsvSpec, ALL_MINILM_L6_V2,
+    load_tsv, run, BertClassifier, Checkpoint, Cpu, CpuInference, MemoryGuard, ModelCache, Pooling,
+    Preset, RunSpec, TextTask, TrainConfig, TsvSpec, ALL_MINILM_L6_V2,
 };
 use hpo_core::{RandomSampler, Study, TrialError, TrialState};
 use serde::Deserialize;
 
-type Infer = NdArray<f32>;
+type Infer = CpuInference;
 
 /// The cached checkpoint, fetched first when `HPO_REQUIRE_MODEL=1`.
 fn minilm(test: &str) -> Option<Checkpoint> {

@@ -193,7 +193,7 @@ impl ProcessConfig {
 
     /// Each worker process's share of the CPU: sets the sizes of the thread
     /// pools the CPU backends start, rayon's (`RAYON_NUM_THREADS`: burn's
-    /// ndarray backend) and OpenMP's (`OMP_NUM_THREADS`: LibTorch, BLAS
+    /// CPU backends) and OpenMP's (`OMP_NUM_THREADS`: LibTorch, BLAS
     /// libraries), to `n` (at least 1). Without it every worker starts one
     /// thread per core, and `k` workers ask for `k` times the cores. A user
     /// variable of the same name is overridden in the workers.
