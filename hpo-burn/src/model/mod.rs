@@ -1,21 +1,20 @@
 //! The BERT-style encoder classifier.
 //!
 //! Token, position and segment embeddings are summed and layer-normalised,
-//! run through burn's post-norm [`TransformerEncoder`] (the original BERT
-//! layout: `norm(x + attention(x))`, `norm(x + ffn(x))`, exact GELU), pooled
+//! run through the post-norm [`Encoder`] (the original BERT layout:
+//! `norm(x + attention(x))`, `norm(x + ffn(x))`, exact GELU), pooled
 //! BERT style (`tanh(dense(h_CLS))`), then classified by a head of 0..n hidden
 //! layers with dropout. Field names mirror the module tree that
 //! [`crate::pretrained`] maps HuggingFace keys onto.
 
 mod config;
+mod encoder;
 
 pub use self::config::{ModelConfig, Pooling, Preset};
+pub use self::encoder::{Encoder, EncoderConfig, EncoderLayer, FeedForward, SelfAttention};
 
 use crate::error::Result;
 use burn::module::Module;
-use burn::nn::transformer::{
-    TransformerEncoder, TransformerEncoderConfig, TransformerEncoderInput,
-};
 use burn::nn::{
     Dropout, DropoutConfig, Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear,
     LinearConfig,
@@ -66,7 +65,7 @@ pub struct BertClassifier<B: Backend> {
     /// Embedding block.
     pub embeddings: Embeddings<B>,
     /// Encoder layers.
-    pub encoder: TransformerEncoder<B>,
+    pub encoder: Encoder<B>,
     /// Pooler over the `[CLS]` position.
     pub pooler: Pooler<B>,
     /// Classification head.
@@ -92,11 +91,15 @@ impl ModelConfig {
                 .init(device),
             dropout: DropoutConfig::new(self.dropout).init(),
         };
-        let encoder = TransformerEncoderConfig::new(h, self.intermediate, self.heads, self.layers)
-            .with_dropout(self.dropout)
-            .with_norm_first(false)
-            .with_layer_norm_eps(self.layer_norm_eps)
-            .init(device);
+        let encoder = EncoderConfig {
+            width: h,
+            intermediate: self.intermediate,
+            heads: self.heads,
+            layers: self.layers,
+            dropout: self.dropout,
+            layer_norm_eps: self.layer_norm_eps,
+        }
+        .init(device);
         let mut hidden = Vec::with_capacity(self.head_layers);
         let mut width_in = h;
         for _ in 0..self.head_layers {
@@ -144,8 +147,7 @@ impl<B: Backend> BertClassifier<B> {
             + e.position.forward(positions)
             + e.segment.forward(segment_ids);
         let x = e.dropout.forward(e.norm.forward(x));
-        self.encoder
-            .forward(TransformerEncoderInput::new(x).mask_pad(mask_pad))
+        self.encoder.forward(x, mask_pad)
     }
 
     /// The mean of the last hidden states over non-padding positions
