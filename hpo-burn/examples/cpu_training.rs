@@ -223,7 +223,12 @@ fn main() -> anyhow::Result<()> {
             grad_clip: Some(1.0),
             balanced_loss: true,
             eval_batch: 64,
-            seed: SEED,
+            // `HPO_TRAIN_SEED` varies the training seed (batch order,
+            // dropout) to see the run-to-run spread; the splits keep SEED.
+            seed: std::env::var("HPO_TRAIN_SEED")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(SEED),
             ..TrainConfig::default()
         },
     };

@@ -3,7 +3,8 @@
 //! The layout is the original BERT one (post-norm): `norm_1(x +
 //! dropout(attention(x)))`, then `norm_2(x + dropout(ffn(x)))`, the
 //! feed-forward network `linear_outer(dropout(gelu(linear_inner(x))))` with
-//! the exact GELU, attention dropout on the attention probabilities. Module
+//! the exact GELU, attention dropout on the attention probabilities
+//! (dropout masks drawn in bulk on the CPU: [`Dropout`]). Module
 //! and field names are those of burn's `TransformerEncoder`, so records and
 //! the checkpoint mapping of [`crate::pretrained`] are unchanged.
 //!
@@ -19,8 +20,9 @@
 //! attention also applies its dropout to the scores before the softmax;
 //! BERT applies it to the probabilities, as here.)
 
+use super::Dropout;
 use burn::module::Module;
-use burn::nn::{Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::tensor::activation::{gelu, softmax};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Tensor};
@@ -54,7 +56,7 @@ impl EncoderConfig {
                 .with_epsilon(self.layer_norm_eps)
                 .init(device)
         };
-        let dropout = || DropoutConfig::new(self.dropout).init();
+        let dropout = || Dropout::new(self.dropout);
         let square = || LinearConfig::new(self.width, self.width).init(device);
         let layers = (0..self.layers)
             .map(|_| EncoderLayer {
@@ -191,16 +193,27 @@ impl<B: Backend> FeedForward<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::CpuInference as B;
+    use crate::{Cpu, CpuInference};
     use burn::module::EmptyRecord;
-    use burn::nn::transformer::{TransformerEncoderConfig, TransformerEncoderInput};
+    use burn::nn::transformer::{
+        TransformerEncoder, TransformerEncoderConfig, TransformerEncoderInput,
+    };
     use burn::tensor::Distribution;
 
     /// Without dropout the layers compute what burn's post-norm
-    /// `TransformerEncoder` computes with the same weights.
+    /// `TransformerEncoder` computes with the same weights, in inference and
+    /// under autodiff.
     #[test]
     fn matches_burns_post_norm_encoder_with_the_same_weights() {
+        let worst = largest_difference_from_burn::<CpuInference>();
+        assert!(worst < 1e-5, "inference: largest difference {worst}");
+        let worst = largest_difference_from_burn::<Cpu>();
+        assert!(worst < 1e-5, "autodiff: largest difference {worst}");
+    }
+
+    fn largest_difference_from_burn<B: Backend>() -> f32 {
         let device = Default::default();
+        B::seed(&device, 11);
         let (width, heads, layers) = (16, 4, 2);
         let burn_encoder = TransformerEncoderConfig::new(width, 24, heads, layers)
             .with_norm_first(false)
@@ -228,50 +241,42 @@ mod tests {
             layer_norm_eps: 1e-5,
         }
         .init::<B>(&device)
-        .load_record(Encoder::<B>::from_burn_record(burn_encoder));
+        .load_record(same_weights(burn_encoder));
         let got = ours.forward(x, mask);
-        let (e, g): (Vec<f32>, Vec<f32>) = (
-            expected.into_data().to_vec().unwrap(),
-            got.into_data().to_vec().unwrap(),
-        );
+        let e: Vec<f32> = expected.into_data().to_vec().expect("f32 data");
+        let g: Vec<f32> = got.into_data().to_vec().expect("f32 data");
         assert_eq!(e.len(), g.len());
-        let worst = e
-            .iter()
+        e.iter()
             .zip(&g)
             .map(|(a, b)| (a - b).abs())
-            .fold(0.0f32, f32::max);
-        assert!(worst < 1e-5, "largest difference {worst}");
+            .fold(0.0f32, f32::max)
     }
 
-    impl Encoder<B> {
-        /// The same weights, taken from burn's encoder.
-        fn from_burn_record(
-            burn_encoder: burn::nn::transformer::TransformerEncoder<B>,
-        ) -> EncoderRecord<B> {
-            EncoderRecord {
-                layers: burn_encoder
-                    .layers
-                    .into_iter()
-                    .map(|l| EncoderLayerRecord {
-                        mha: SelfAttentionRecord {
-                            query: l.mha.query.into_record(),
-                            key: l.mha.key.into_record(),
-                            value: l.mha.value.into_record(),
-                            output: l.mha.output.into_record(),
-                            dropout: EmptyRecord,
-                            n_heads: EmptyRecord,
-                        },
-                        pwff: FeedForwardRecord {
-                            linear_inner: l.pwff.linear_inner.into_record(),
-                            linear_outer: l.pwff.linear_outer.into_record(),
-                            dropout: EmptyRecord,
-                        },
-                        norm_1: l.norm_1.into_record(),
-                        norm_2: l.norm_2.into_record(),
+    /// burn's encoder's weights as a record of ours.
+    fn same_weights<B: Backend>(burn_encoder: TransformerEncoder<B>) -> EncoderRecord<B> {
+        EncoderRecord {
+            layers: burn_encoder
+                .layers
+                .into_iter()
+                .map(|l| EncoderLayerRecord {
+                    mha: SelfAttentionRecord {
+                        query: l.mha.query.into_record(),
+                        key: l.mha.key.into_record(),
+                        value: l.mha.value.into_record(),
+                        output: l.mha.output.into_record(),
                         dropout: EmptyRecord,
-                    })
-                    .collect(),
-            }
+                        n_heads: EmptyRecord,
+                    },
+                    pwff: FeedForwardRecord {
+                        linear_inner: l.pwff.linear_inner.into_record(),
+                        linear_outer: l.pwff.linear_outer.into_record(),
+                        dropout: EmptyRecord,
+                    },
+                    norm_1: l.norm_1.into_record(),
+                    norm_2: l.norm_2.into_record(),
+                    dropout: EmptyRecord,
+                })
+                .collect(),
         }
     }
 }

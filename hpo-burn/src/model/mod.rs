@@ -8,17 +8,16 @@
 //! [`crate::pretrained`] maps HuggingFace keys onto.
 
 mod config;
+mod dropout;
 mod encoder;
 
 pub use self::config::{ModelConfig, Pooling, Preset};
+pub use self::dropout::Dropout;
 pub use self::encoder::{Encoder, EncoderConfig, EncoderLayer, FeedForward, SelfAttention};
 
 use crate::error::Result;
 use burn::module::Module;
-use burn::nn::{
-    Dropout, DropoutConfig, Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear,
-    LinearConfig,
-};
+use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::tensor::activation::{gelu, tanh};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Int, Tensor};
@@ -89,7 +88,7 @@ impl ModelConfig {
             norm: LayerNormConfig::new(h)
                 .with_epsilon(self.layer_norm_eps)
                 .init(device),
-            dropout: DropoutConfig::new(self.dropout).init(),
+            dropout: Dropout::new(self.dropout),
         };
         let encoder = EncoderConfig {
             width: h,
@@ -109,7 +108,7 @@ impl ModelConfig {
         let head = Head {
             hidden,
             output: LinearConfig::new(width_in, self.num_classes).init(device),
-            dropout: DropoutConfig::new(self.head_dropout).init(),
+            dropout: Dropout::new(self.head_dropout),
         };
         Ok(BertClassifier {
             embeddings,
