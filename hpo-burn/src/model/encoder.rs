@@ -82,7 +82,8 @@ impl EncoderConfig {
     }
 }
 
-/// A stack of post-norm BERT layers (see the [module docs](self)).
+/// A stack of post-norm BERT layers: each linear layer multiplies all the
+/// batch's tokens as one `[batch · len, width]` matrix.
 #[derive(Module, Debug)]
 pub struct Encoder<B: Backend> {
     /// The layers, first to last.
