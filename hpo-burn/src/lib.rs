@@ -86,6 +86,7 @@ pub mod cache;
 pub mod data;
 mod error;
 pub mod estimator;
+pub mod host;
 pub mod memory;
 pub mod model;
 pub mod oom;

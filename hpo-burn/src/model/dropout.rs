@@ -11,11 +11,9 @@
 //! and applied with one multiplication. Other backends (CUDA) keep burn's
 //! dropout, which draws the mask on the device.
 
-use burn::backend::flex::FlexDevice;
 use burn::module::Module;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
-use std::any::TypeId;
 
 /// Dropout with probability `prob` of zeroing an element in training
 /// (autodiff) mode, the identity otherwise.
@@ -38,7 +36,7 @@ impl Dropout {
         if !B::ad_enabled(&device) || self.prob <= 0.0 {
             return input;
         }
-        if TypeId::of::<B::Device>() != TypeId::of::<FlexDevice>() {
+        if !crate::host::is_cpu::<B>() {
             return burn::nn::DropoutConfig::new(self.prob)
                 .init()
                 .forward(input);

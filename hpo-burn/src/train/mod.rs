@@ -38,6 +38,7 @@ use burn::module::AutodiffModule;
 use burn::nn::loss::{CrossEntropyLoss, CrossEntropyLossConfig};
 use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer};
 use burn::tensor::backend::{AutodiffBackend, Backend};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -539,6 +540,11 @@ impl<B: AutodiffBackend> Trainer<B> {
 /// Accuracy, macro-F1 and mean loss of `model` on `examples`, in batches of
 /// `batch` (grouped by length). Use an inference model (`model.valid()`):
 /// no dropout, no autodiff graph.
+///
+/// On the CPU ([`crate::host::is_cpu`]) the batches are dealt out to
+/// rayon's threads and evaluated side by side (burn-flex runs most ops on
+/// one thread); the metrics are the same, the mean loss up to the order of
+/// a floating-point sum.
 pub fn evaluate<B: Backend>(
     model: &BertClassifier<B>,
     examples: &[EncodedExample],
@@ -554,10 +560,57 @@ pub fn evaluate<B: Backend>(
     }
     let watch = PanicWatch::start();
     let lengths: Vec<usize> = examples.iter().map(EncodedExample::len).collect();
-    let mut predicted = Vec::with_capacity(examples.len());
-    let mut actual = Vec::with_capacity(examples.len());
-    let mut loss_sum = 0.0;
-    for batch_idx in plan_batches(&lengths, batch, None, true) {
+    let plan = plan_batches(&lengths, batch, None, true);
+    let shares = if crate::host::is_cpu::<B>() {
+        rayon::current_num_threads().clamp(1, plan.len().max(1))
+    } else {
+        1
+    };
+    // Share k takes batches k, k + shares, ...: the plan is sorted by
+    // length, so every share gets long and short ones.
+    let parts: Vec<Result<Part>> = (0..shares)
+        .into_par_iter()
+        .map(|k| {
+            let mine = plan.iter().skip(k).step_by(shares);
+            evaluate_batches(model, examples, mine, pad_id, device)
+        })
+        .collect();
+    let (mut predicted, mut actual, mut loss_sum) = (Vec::new(), Vec::new(), 0.0);
+    for part in parts {
+        let part = part?;
+        predicted.extend(part.predicted);
+        actual.extend(part.actual);
+        loss_sum += part.loss_sum;
+    }
+    watch.check()?;
+    let (accuracy, macro_f1) = accuracy_and_macro_f1(&predicted, &actual, classes);
+    Ok(Metrics {
+        accuracy,
+        macro_f1,
+        loss: loss_sum / examples.len() as f64,
+    })
+}
+
+/// Predictions, labels and summed loss of some evaluation batches.
+struct Part {
+    predicted: Vec<usize>,
+    actual: Vec<usize>,
+    loss_sum: f64,
+}
+
+fn evaluate_batches<'a, B: Backend>(
+    model: &BertClassifier<B>,
+    examples: &[EncodedExample],
+    batches: impl Iterator<Item = &'a Vec<usize>>,
+    pad_id: u32,
+    device: &B::Device,
+) -> Result<Part> {
+    let mut part = Part {
+        predicted: Vec::new(),
+        actual: Vec::new(),
+        loss_sum: 0.0,
+    };
+    for batch_idx in batches {
         let exs: Vec<&EncodedExample> = batch_idx.iter().map(|&i| &examples[i]).collect();
         let (loss, preds) = guarded(|| -> Result<_> {
             let batch = make_batch::<B>(&exs, pad_id, device);
@@ -567,17 +620,12 @@ pub fn evaluate<B: Backend>(
             let preds = read::values::<i64, B, 2, _>("the predictions", logits.argmax(1))?;
             Ok((loss, preds))
         })??;
-        loss_sum += loss * exs.len() as f64;
-        predicted.extend(preds.into_iter().map(|p| p.max(0) as usize));
-        actual.extend(exs.iter().map(|e| e.label));
+        part.loss_sum += loss * exs.len() as f64;
+        part.predicted
+            .extend(preds.into_iter().map(|p| p.max(0) as usize));
+        part.actual.extend(exs.iter().map(|e| e.label));
     }
-    watch.check()?;
-    let (accuracy, macro_f1) = accuracy_and_macro_f1(&predicted, &actual, classes);
-    Ok(Metrics {
-        accuracy,
-        macro_f1,
-        loss: loss_sum / examples.len() as f64,
-    })
+    Ok(part)
 }
 
 /// Runs `f`, turning a panic into a classified error (out-of-memory, device

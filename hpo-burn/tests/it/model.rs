@@ -116,3 +116,36 @@ fn training_is_deterministic_under_a_seed() {
     assert_eq!(strip(&a), strip(&b));
     assert_eq!(a.history.len(), 2);
 }
+
+#[test]
+fn evaluation_side_by_side_gives_the_same_metrics_as_one_thread() {
+    let device = Default::default();
+    let model = {
+        let _lock = crate::backend_lock();
+        Cpu::seed(&device, 9);
+        small_config().init::<Cpu>(&device).unwrap().valid()
+    };
+    // Lengths 5..12, so that the length-sorted plan has batches of several
+    // lengths to deal out.
+    let examples: Vec<_> = (5..13).flat_map(|len| toy_examples(9, len)).collect();
+    let eval = |threads: usize| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| hpo_burn::train::evaluate(&model, &examples, 0, 3, 8, &device))
+            .unwrap()
+    };
+    let (one, three) = (eval(1), eval(3));
+    assert_eq!(
+        (one.accuracy, one.macro_f1),
+        (three.accuracy, three.macro_f1)
+    );
+    assert!(
+        (one.loss - three.loss).abs() < 1e-9,
+        "{} vs {}",
+        one.loss,
+        three.loss
+    );
+    assert!(one.loss.is_finite() && one.loss > 0.0);
+}
