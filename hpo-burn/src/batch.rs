@@ -145,7 +145,12 @@ mod tests {
         let b = ex(&[2, 5, 6, 7, 3], 0);
         let batch = make_batch::<CpuInference>(&[&a, &b], 0, &Default::default());
         assert_eq!((batch.size, batch.len, batch.tokens), (2, 5, 8));
-        let ids: Vec<i64> = batch.input_ids.into_data().convert::<i64>().to_vec().unwrap();
+        let ids: Vec<i64> = batch
+            .input_ids
+            .into_data()
+            .convert::<i64>()
+            .to_vec()
+            .unwrap();
         assert_eq!(ids, vec![2, 5, 3, 0, 0, 2, 5, 6, 7, 3]);
         let mask: Vec<bool> = batch.mask_pad.into_data().to_vec().unwrap();
         assert_eq!(mask[3..5], [true, true]);
