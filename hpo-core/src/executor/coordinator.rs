@@ -341,7 +341,7 @@ impl Coordinator<'_> {
             // Trials sampled ahead and still queued are given back (see
             // `give_back_held`), and OOM relaunch copies wait, enqueued, for
             // the study's next run.
-            if self.study.stop_requested() || limits.timeout.is_some_and(|t| t0.elapsed() >= t) {
+            if self.study.stop_requested() || limits.timed_out(t0) {
                 self.relaunches_pending = 0;
                 if !self.held.is_empty() {
                     self.give_back_held()?;
@@ -352,7 +352,7 @@ impl Coordinator<'_> {
             while self.held.len() < self.config.lookahead {
                 let wanted = !self.study.stop_requested()
                     && limits.n_trials.is_none_or(|n| started < n)
-                    && limits.timeout.is_none_or(|t| t0.elapsed() < t);
+                    && !limits.timed_out(t0);
                 if !wanted && self.relaunches_pending == 0 {
                     break;
                 }
@@ -428,7 +428,7 @@ impl Coordinator<'_> {
                 && self.relaunches_pending == 0
                 && (self.study.stop_requested()
                     || limits.n_trials.is_some_and(|n| started >= n)
-                    || limits.timeout.is_some_and(|t| t0.elapsed() >= t))
+                    || limits.timed_out(t0))
             {
                 return Ok(());
             }

@@ -44,6 +44,13 @@ pub struct Limits {
     pub timeout: Option<Duration>,
 }
 
+impl Limits {
+    /// Whether the timeout has passed for a call that started at `start`.
+    pub fn timed_out(&self, start: Instant) -> bool {
+        self.timeout.is_some_and(|t| start.elapsed() >= t)
+    }
+}
+
 /// An objective with its result type erased, as a [`TrialRunner`] receives it.
 pub type DynObjective<'a> =
     &'a (dyn Fn(&mut Trial) -> std::result::Result<Vec<f64>, TrialError> + Sync);
