@@ -78,13 +78,13 @@ fn mask(n: usize, prob: f64, seed: u64) -> Vec<f32> {
             keep_scale
         }
     };
-    while out.len() + 2 <= n {
+    // Each 64-bit draw gives two elements: its low half, then its high one.
+    while out.len() < n {
         let r = splitmix64(&mut state);
         out.push(value(r & 0xffff_ffff));
-        out.push(value(r >> 32));
-    }
-    if out.len() < n {
-        out.push(value(splitmix64(&mut state) & 0xffff_ffff));
+        if out.len() < n {
+            out.push(value(r >> 32));
+        }
     }
     out
 }
