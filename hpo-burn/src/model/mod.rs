@@ -8,6 +8,7 @@
 //! [`crate::pretrained`] maps HuggingFace keys onto.
 
 mod config;
+pub mod cpu_ops;
 mod dropout;
 mod encoder;
 
@@ -15,10 +16,11 @@ pub use self::config::{ModelConfig, Pooling, Preset};
 pub use self::dropout::Dropout;
 pub use self::encoder::{Encoder, EncoderConfig, EncoderLayer, FeedForward, SelfAttention};
 
+use self::cpu_ops::gelu;
 use crate::error::Result;
 use burn::module::Module;
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
-use burn::tensor::activation::{gelu, tanh};
+use burn::tensor::activation::tanh;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Int, Tensor};
 

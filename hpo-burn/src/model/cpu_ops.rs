@@ -1,0 +1,196 @@
+//! Ops that hpo computes itself on the CPU backend, each with its backward
+//! pass; every other backend keeps burn's.
+//!
+//! burn-flex runs element-wise ops on one thread, and its exact GELU calls
+//! libm's `erff` and `expf` per element (13% of a fine-tuning epoch's CPU
+//! time, the book's performance page). On [`crate::Cpu`] (training) and
+//! [`crate::CpuInference`] (evaluation), [`gelu`] runs
+//! [`crate::kernels`]' vectorised kernels split across rayon's threads
+//! instead, registered with burn's autodiff graph as one op whose backward
+//! pass is one fused kernel too. On any other backend (CUDA) it is burn's
+//! `gelu`.
+//!
+//! Which backend a tensor lives on is a type, known at compile time but not
+//! expressible as a bound the model could carry without every user naming
+//! it; the dispatch compares types at run time ([`std::any::Any`]), which
+//! costs a pointer comparison per call.
+
+use crate::kernels;
+use crate::{Cpu, CpuInference};
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{unary, Backward, Ops, OpsKind};
+use burn::tensor::backend::Backend;
+use burn::tensor::{DType, Tensor, TensorPrimitive};
+use burn_flex::{Flex, FlexTensor, Layout};
+use std::any::Any;
+
+/// The exact GELU, `x · Φ(x)`: hpo's fused, threaded kernels on the CPU
+/// backend, burn's `gelu` elsewhere.
+pub fn gelu<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
+    let x = match cast::<_, Tensor<Cpu, D>>(x) {
+        Ok(x) => return recast(gelu_autodiff(x)),
+        Err(x) => x,
+    };
+    let x = match cast::<_, Tensor<CpuInference, D>>(x) {
+        Ok(x) => return recast(gelu_inference(x)),
+        Err(x) => x,
+    };
+    burn::tensor::activation::gelu(x)
+}
+
+/// `a` as a `T` when `A` is `T`, `a` back otherwise.
+fn cast<A: 'static, T: 'static>(a: A) -> Result<T, A> {
+    let mut slot = Some(a);
+    let taken = (&mut slot as &mut dyn Any)
+        .downcast_mut::<Option<T>>()
+        .and_then(Option::take);
+    match (taken, slot) {
+        (Some(t), _) => Ok(t),
+        (None, Some(a)) => Err(a),
+        (None, None) => unreachable!("a failed downcast leaves the value in place"),
+    }
+}
+
+/// The inverse of a successful [`cast`]: `T` back as the caller's `A`.
+fn recast<T: 'static, A: 'static>(t: T) -> A {
+    match cast::<T, A>(t) {
+        Ok(a) => a,
+        Err(_) => unreachable!("recast undoes a cast that succeeded, so the types are one"),
+    }
+}
+
+/// A contiguous, offset-free `f32` tensor: `t` itself when it already is.
+fn contiguous(t: FlexTensor) -> FlexTensor {
+    if t.is_contiguous() && t.layout().start_offset() == 0 {
+        t
+    } else {
+        t.to_contiguous()
+    }
+}
+
+/// GELU of a flex tensor into a new buffer.
+fn gelu_forward(x: &FlexTensor) -> FlexTensor {
+    let shape = x.layout().shape().clone();
+    let src: &[f32] = x.storage();
+    let n = shape.num_elements();
+    let mut out = vec![0.0f32; n];
+    kernels::gelu_into(&src[..n], &mut out);
+    FlexTensor::new(
+        burn::tensor::Bytes::from_elems(out),
+        Layout::contiguous(shape),
+        DType::F32,
+    )
+}
+
+/// `grad · gelu'(x)`, written over `grad`'s buffer when nothing else holds it.
+fn gelu_backward(x: &FlexTensor, grad: FlexTensor) -> FlexTensor {
+    let mut grad = contiguous(grad);
+    let n = grad.layout().num_elements();
+    let src: &[f32] = x.storage();
+    kernels::gelu_backward_in_place(&src[..n], &mut grad.storage_mut::<f32>()[..n]);
+    grad
+}
+
+fn gelu_inference<const D: usize>(x: Tensor<CpuInference, D>) -> Tensor<CpuInference, D> {
+    let x = contiguous(x.into_primitive().tensor());
+    Tensor::from_primitive(TensorPrimitive::Float(gelu_forward(&x)))
+}
+
+/// The GELU node of the autodiff graph: its state is the input, from which
+/// the backward pass computes the derivative.
+#[derive(Debug)]
+struct GeluBackward;
+
+impl Backward<Flex, 1> for GeluBackward {
+    type State = FlexTensor;
+
+    fn backward(self, ops: Ops<FlexTensor, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let x = ops.state;
+        unary::<Flex, _>(ops.parents, ops.node, grads, |grad| gelu_backward(&x, grad));
+    }
+}
+
+fn gelu_autodiff<const D: usize>(x: Tensor<Cpu, D>) -> Tensor<Cpu, D> {
+    let mut x = x.into_primitive().tensor();
+    x.primitive = contiguous(x.primitive);
+    let out = match GeluBackward
+        .prepare::<NoCheckpointing>([x.node.clone()])
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(prep) => {
+            let y = gelu_forward(&x.primitive);
+            prep.finish(x.primitive, y)
+        }
+        OpsKind::UnTracked(prep) => prep.finish(gelu_forward(&x.primitive)),
+    };
+    Tensor::from_primitive(TensorPrimitive::Float(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::tensor::{Distribution, TensorData};
+
+    fn values<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
+        t.into_data().convert::<f32>().to_vec().expect("f32 data")
+    }
+
+    fn close(a: &[f32], b: &[f32], tol: f32) {
+        assert_eq!(a.len(), b.len());
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!(
+                (x - y).abs() <= tol * y.abs().max(1.0),
+                "element {i}: {x} against {y}"
+            );
+        }
+    }
+
+    #[test]
+    fn cast_succeeds_only_between_equal_types() {
+        assert_eq!(cast::<u32, u32>(7), Ok(7));
+        assert_eq!(cast::<u32, i32>(7), Err(7));
+    }
+
+    #[test]
+    fn gelu_on_the_cpu_matches_burns_in_value_and_gradient() {
+        let device = Default::default();
+        let data =
+            Tensor::<CpuInference, 3>::random([3, 17, 40], Distribution::Normal(0.0, 3.0), &device)
+                .into_data();
+        // Forward, inference backend.
+        let x = Tensor::<CpuInference, 3>::from_data(data.clone(), &device);
+        close(
+            &values(gelu(x.clone())),
+            &values(burn::tensor::activation::gelu(x)),
+            3e-7,
+        );
+        // Forward and gradient, autodiff backend; a transposed input takes
+        // the non-contiguous path.
+        let run = |ours: bool| {
+            let x = Tensor::<Cpu, 3>::from_data(data.clone(), &device).require_grad();
+            let t = x.clone().swap_dims(1, 2);
+            let y = if ours {
+                gelu(t)
+            } else {
+                burn::tensor::activation::gelu(t)
+            };
+            let w = Tensor::<Cpu, 3>::from_data(
+                TensorData::new(
+                    (0..2040).map(|i| (i % 13) as f32 - 6.0).collect(),
+                    [3, 40, 17],
+                ),
+                &device,
+            );
+            let loss = (y.clone() * w).sum();
+            let grads = loss.backward();
+            (values(y), values(x.grad(&grads).expect("a gradient")))
+        };
+        let (ours_y, ours_g) = run(true);
+        let (burn_y, burn_g) = run(false);
+        close(&ours_y, &burn_y, 3e-7);
+        close(&ours_g, &burn_g, 3e-6);
+    }
+}
