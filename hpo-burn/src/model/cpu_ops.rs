@@ -15,6 +15,7 @@
 //! it; the dispatch compares types at run time ([`std::any::Any`]), which
 //! costs a pointer comparison per call.
 
+use crate::host::{cast, contiguous, recast};
 use crate::kernels;
 use crate::{Cpu, CpuInference};
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
@@ -24,7 +25,6 @@ use burn::backend::autodiff::ops::{unary, Backward, Ops, OpsKind};
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Tensor, TensorPrimitive};
 use burn_flex::{Flex, FlexTensor, Layout};
-use std::any::Any;
 
 /// The exact GELU, `x · Φ(x)`: hpo's fused, threaded kernels on the CPU
 /// backend, burn's `gelu` elsewhere.
@@ -38,36 +38,6 @@ pub fn gelu<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
         Err(x) => x,
     };
     burn::tensor::activation::gelu(x)
-}
-
-/// `a` as a `T` when `A` is `T`, `a` back otherwise.
-fn cast<A: 'static, T: 'static>(a: A) -> Result<T, A> {
-    let mut slot = Some(a);
-    let taken = (&mut slot as &mut dyn Any)
-        .downcast_mut::<Option<T>>()
-        .and_then(Option::take);
-    match (taken, slot) {
-        (Some(t), _) => Ok(t),
-        (None, Some(a)) => Err(a),
-        (None, None) => unreachable!("a failed downcast leaves the value in place"),
-    }
-}
-
-/// The inverse of a successful [`cast`]: `T` back as the caller's `A`.
-fn recast<T: 'static, A: 'static>(t: T) -> A {
-    match cast::<T, A>(t) {
-        Ok(a) => a,
-        Err(_) => unreachable!("recast undoes a cast that succeeded, so the types are one"),
-    }
-}
-
-/// A contiguous, offset-free `f32` tensor: `t` itself when it already is.
-fn contiguous(t: FlexTensor) -> FlexTensor {
-    if t.is_contiguous() && t.layout().start_offset() == 0 {
-        t
-    } else {
-        t.to_contiguous()
-    }
 }
 
 /// GELU of a flex tensor into a new buffer.
@@ -146,12 +116,6 @@ mod tests {
                 "element {i}: {x} against {y}"
             );
         }
-    }
-
-    #[test]
-    fn cast_succeeds_only_between_equal_types() {
-        assert_eq!(cast::<u32, u32>(7), Ok(7));
-        assert_eq!(cast::<u32, i32>(7), Err(7));
     }
 
     #[test]

@@ -17,10 +17,12 @@
 //! shuffling uses its own ChaCha stream, so a restarted epoch replays the
 //! same order and masks.
 
+mod adamw;
 mod metrics;
 mod schedule;
 mod sink;
 
+pub use self::adamw::{AdamW, AdamWState};
 pub use self::metrics::{accuracy_and_macro_f1, Metrics};
 pub use self::schedule::WarmupLinear;
 pub use self::sink::{Recorder, TrialSink};
@@ -33,10 +35,10 @@ use crate::model::{BertClassifier, ModelConfig};
 use crate::oom::{classify, panic_message};
 use crate::panic_guard::{self, PanicWatch};
 use crate::read;
-use burn::grad_clipping::GradientClippingConfig;
 use burn::module::AutodiffModule;
 use burn::nn::loss::{CrossEntropyLoss, CrossEntropyLossConfig};
-use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer};
+use burn::optim::adaptor::OptimizerAdaptor;
+use burn::optim::{GradientsAccumulator, GradientsParams, Optimizer};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -291,10 +293,8 @@ impl<B: AutodiffBackend> Trainer<B> {
             cfg.warmup_ratio,
             steps_per_epoch * cfg.epochs,
         );
-        let mut optim = AdamWConfig::new()
-            .with_weight_decay(cfg.weight_decay as f32)
-            .with_grad_clipping(cfg.grad_clip.map(GradientClippingConfig::Norm))
-            .init::<B, BertClassifier<B>>();
+        let mut optim: OptimizerAdaptor<AdamW, BertClassifier<B>, B> =
+            AdamW::new(cfg.weight_decay as f32, cfg.grad_clip).into();
         let mut model = model;
         let mut micro = cfg.micro_batch;
         let mut retries = 0usize;
