@@ -14,8 +14,9 @@
 //!   zero); GELU and its derivative stay within 2e-7 and 4e-7 of the exact
 //!   f64 values (relative to `max(|x|, 1)`; both tested below).
 //!
-//! Each output element depends on its own input only, so results do not
-//! depend on how the work is split: the same bits on one thread or many.
+//! Element-wise outputs depend on their own inputs only, and sums are taken
+//! over fixed pieces in a fixed order, so results do not depend on how the
+//! work is split: the same bits on one thread or many.
 
 use rayon::prelude::*;
 
@@ -110,6 +111,101 @@ pub fn gelu_backward_in_place(x: &[f32], grad: &mut [f32]) {
                 *g *= gelu_derivative(x);
             }
         });
+}
+
+/// Rows per rayon task in the layer norm kernels.
+const ROWS: usize = 64;
+
+/// Layer norm over the rows of a `[rows, width]` matrix `x`:
+/// `y = (x - mean) / sqrt(var + eps) · gamma + beta`, with the biased
+/// variance. Writes `y`, the normalised `x̂` and each row's `1 / sqrt(var +
+/// eps)`, which the backward pass needs. Rows are split across rayon's
+/// threads; each row is computed on one, so the split changes nothing.
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_forward(
+    x: &[f32],
+    gamma: &[f32],
+    beta: &[f32],
+    eps: f32,
+    y: &mut [f32],
+    normalized: &mut [f32],
+    rstd: &mut [f32],
+) {
+    let width = gamma.len();
+    y.par_chunks_mut(ROWS * width)
+        .zip(normalized.par_chunks_mut(ROWS * width))
+        .zip(rstd.par_chunks_mut(ROWS))
+        .zip(x.par_chunks(ROWS * width))
+        .for_each(|(((y, xh), r), x)| {
+            for (((y, xh), r), x) in y
+                .chunks_mut(width)
+                .zip(xh.chunks_mut(width))
+                .zip(r.iter_mut())
+                .zip(x.chunks(width))
+            {
+                let mean = x.iter().sum::<f32>() / width as f32;
+                let var = x.iter().map(|&v| (v - mean) * (v - mean)).sum::<f32>() / width as f32;
+                *r = 1.0 / (var + eps).sqrt();
+                for ((((y, xh), &x), &g), &b) in
+                    y.iter_mut().zip(xh.iter_mut()).zip(x).zip(gamma).zip(beta)
+                {
+                    *xh = (x - mean) * *r;
+                    *y = *xh * g + b;
+                }
+            }
+        });
+}
+
+/// The backward pass of [`layer_norm_forward`]: given `dy`, overwrites it
+/// with `dx = rstd · (dx̂ - mean(dx̂) - x̂ · mean(dx̂ · x̂))` where `dx̂ = dy ·
+/// gamma`, and returns `(dgamma, dbeta)`, summed over the rows in a fixed
+/// order (per task, then the tasks in turn).
+pub fn layer_norm_backward_in_place(
+    dy: &mut [f32],
+    normalized: &[f32],
+    rstd: &[f32],
+    gamma: &[f32],
+) -> (Vec<f32>, Vec<f32>) {
+    let width = gamma.len();
+    let partial: Vec<(Vec<f32>, Vec<f32>)> = dy
+        .par_chunks_mut(ROWS * width)
+        .zip(normalized.par_chunks(ROWS * width))
+        .zip(rstd.par_chunks(ROWS))
+        .map(|((dy, xh), r)| {
+            let (mut dg, mut db) = (vec![0.0f32; width], vec![0.0f32; width]);
+            for ((dy, xh), &r) in dy.chunks_mut(width).zip(xh.chunks(width)).zip(r) {
+                let (mut sum, mut sum_x) = (0.0f32, 0.0f32);
+                for ((((&d, &xh), &g), dg), db) in dy
+                    .iter()
+                    .zip(xh)
+                    .zip(gamma)
+                    .zip(dg.iter_mut())
+                    .zip(db.iter_mut())
+                {
+                    *dg += d * xh;
+                    *db += d;
+                    let dxh = d * g;
+                    sum += dxh;
+                    sum_x += dxh * xh;
+                }
+                let (mean, mean_x) = (sum / width as f32, sum_x / width as f32);
+                for ((d, &xh), &g) in dy.iter_mut().zip(xh).zip(gamma) {
+                    *d = r * (*d * g - mean - xh * mean_x);
+                }
+            }
+            (dg, db)
+        })
+        .collect();
+    let (mut dgamma, mut dbeta) = (vec![0.0f32; width], vec![0.0f32; width]);
+    for (dg, db) in &partial {
+        for (a, b) in dgamma.iter_mut().zip(dg) {
+            *a += b;
+        }
+        for (a, b) in dbeta.iter_mut().zip(db) {
+            *a += b;
+        }
+    }
+    (dgamma, dbeta)
 }
 
 /// The scalars of one AdamW step (Loshchilov and Hutter's decoupled weight

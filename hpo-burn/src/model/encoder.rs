@@ -20,7 +20,7 @@
 //! attention also applies its dropout to the scores before the softmax;
 //! BERT applies it to the probabilities, as here.)
 
-use super::cpu_ops::gelu;
+use super::cpu_ops::{gelu, layer_norm};
 use super::Dropout;
 use burn::module::Module;
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
@@ -76,6 +76,7 @@ impl EncoderConfig {
                 },
                 norm_1: norm(),
                 norm_2: norm(),
+                norm_eps: self.layer_norm_eps,
                 dropout: dropout(),
             })
             .collect();
@@ -103,6 +104,8 @@ pub struct EncoderLayer<B: Backend> {
     pub norm_1: LayerNorm<B>,
     /// Layer norm after the feed-forward residual.
     pub norm_2: LayerNorm<B>,
+    /// Both norms' epsilon (burn's `LayerNorm` keeps its own private).
+    pub norm_eps: f64,
     /// Dropout on both sub-layers' outputs, before the residual add.
     pub dropout: Dropout,
 }
@@ -160,9 +163,13 @@ struct Shape {
 impl<B: Backend> EncoderLayer<B> {
     fn forward(&self, h: Tensor<B, 2>, shape: Shape, mask: Tensor<B, 4, Bool>) -> Tensor<B, 2> {
         let attended = self.mha.forward(h.clone(), shape, mask);
-        let h = self.norm_1.forward(h + self.dropout.forward(attended));
+        let h = layer_norm(
+            &self.norm_1,
+            self.norm_eps,
+            h + self.dropout.forward(attended),
+        );
         let fed = self.pwff.forward(h.clone());
-        self.norm_2.forward(h + self.dropout.forward(fed))
+        layer_norm(&self.norm_2, self.norm_eps, h + self.dropout.forward(fed))
     }
 }
 
@@ -276,6 +283,7 @@ mod tests {
                     },
                     norm_1: l.norm_1.into_record(),
                     norm_2: l.norm_2.into_record(),
+                    norm_eps: EmptyRecord,
                     dropout: EmptyRecord,
                 })
                 .collect(),
