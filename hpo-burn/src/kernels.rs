@@ -113,6 +113,32 @@ pub fn gelu_backward_in_place(x: &[f32], grad: &mut [f32]) {
         });
 }
 
+/// Moves attention heads between the two layouts of a `[batch, len, heads,
+/// d]` tensor: `to_heads` reads `[batch, len, heads, d]` (the rows of
+/// `[batch · len, width]`) and writes `[batch, heads, len, d]`; otherwise
+/// the reverse. Each `d`-long run is one copy; batches are split across
+/// rayon's threads.
+pub fn permute_heads(src: &[f32], dst: &mut [f32], dims: [usize; 4], to_heads: bool) {
+    let [_, len, heads, d] = dims;
+    let per_batch = len * heads * d;
+    dst.par_chunks_mut(per_batch)
+        .zip(src.par_chunks(per_batch))
+        .for_each(|(dst, src)| {
+            for l in 0..len {
+                for h in 0..heads {
+                    let rows = (l * heads + h) * d;
+                    let heads_first = (h * len + l) * d;
+                    let (from, to) = if to_heads {
+                        (rows, heads_first)
+                    } else {
+                        (heads_first, rows)
+                    };
+                    dst[to..to + d].copy_from_slice(&src[from..from + d]);
+                }
+            }
+        });
+}
+
 /// Rows per rayon task in the layer norm kernels.
 const ROWS: usize = 64;
 
@@ -375,6 +401,22 @@ mod tests {
             }
         }
         assert!((l2_norm(&[3.0, 4.0]) - 5.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn permuting_heads_there_and_back_is_the_identity() {
+        let dims = [2, 3, 4, 5];
+        let x: Vec<f32> = (0..120).map(|i| i as f32).collect();
+        let mut heads = vec![0.0; 120];
+        permute_heads(&x, &mut heads, dims, true);
+        // Batch 1, head 2, position 1, element 3 came from row (1, 1), column 2 · 5 + 3.
+        assert_eq!(
+            heads[((4 + 2) * 3 + 1) * 5 + 3],
+            x[((3 + 1) * 4 + 2) * 5 + 3]
+        );
+        let mut back = vec![0.0; 120];
+        permute_heads(&heads, &mut back, dims, false);
+        assert_eq!(back, x);
     }
 
     #[test]

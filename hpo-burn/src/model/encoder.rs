@@ -20,7 +20,7 @@
 //! attention also applies its dropout to the scores before the softmax;
 //! BERT applies it to the probabilities, as here.)
 
-use super::cpu_ops::{gelu, layer_norm};
+use super::cpu_ops::{gelu, layer_norm, merge_heads, split_heads};
 use super::Dropout;
 use burn::module::Module;
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
@@ -175,10 +175,10 @@ impl<B: Backend> EncoderLayer<B> {
 
 impl<B: Backend> SelfAttention<B> {
     fn forward(&self, h: Tensor<B, 2>, shape: Shape, mask: Tensor<B, 4, Bool>) -> Tensor<B, 2> {
-        let [rows, width] = h.dims();
+        let width = h.dims()[1];
         let Shape { batch, len } = shape;
         let d_k = width / self.n_heads;
-        let heads = |t: Tensor<B, 2>| t.reshape([batch, len, self.n_heads, d_k]).swap_dims(1, 2);
+        let heads = |t: Tensor<B, 2>| split_heads(t, batch, len, self.n_heads);
         let q = heads(self.query.forward(h.clone()));
         let k = heads(self.key.forward(h.clone()));
         let v = heads(self.value.forward(h));
@@ -187,7 +187,7 @@ impl<B: Backend> SelfAttention<B> {
             .div_scalar((d_k as f32).sqrt())
             .mask_fill(mask, MASKED_SCORE);
         let probs = self.dropout.forward(softmax(scores, 3));
-        let context = probs.matmul(v).swap_dims(1, 2).reshape([rows, width]);
+        let context = merge_heads(probs.matmul(v));
         self.output.forward(context)
     }
 }
