@@ -1,18 +1,26 @@
-//! Element-wise kernels over `f32` slices, for the ops hpo runs itself on
-//! the CPU ([`crate::model::cpu_ops`]).
+//! Kernels over `f32` slices for the ops hpo runs itself on the CPU
+//! backend ([`crate::model::cpu_ops`], [`crate::train::AdamW`]).
 //!
-//! burn-flex computes the exact GELU with libm's `erff` and `expf`, one
-//! element at a time on one thread: 13% of a fine-tuning epoch's CPU time in
-//! the profile on the book's performance page. Here the same functions are
-//! written branch-free so the compiler vectorises them, and the slices are
-//! split across rayon's threads:
+//! burn-flex runs element-wise ops and reductions on one thread, each into
+//! a new buffer, and burn's autodiff composes layer norm and AdamW from a
+//! chain of them; its exact GELU calls libm's `erff` and `expf` per element
+//! (13% of a fine-tuning epoch's CPU time in the profile on the book's
+//! performance page). Here each op is one pass (two for layer norm's and
+//! AdamW's reductions), split across rayon's threads:
 //!
-//! - [`exp`]: Cephes' single-precision `expf` (range reduction by `ln 2` in
-//!   two parts, a degree-6 polynomial, the exponent set from the bits).
-//! - the error function: Abramowitz and Stegun's formula 7.1.26 (absolute
-//!   error 1.5e-7 for the formula, below 5e-7 after `f32` rounding near
-//!   zero); GELU and its derivative stay within 2e-7 and 4e-7 of the exact
-//!   f64 values (relative to `max(|x|, 1)`; both tested below).
+//! - the exact GELU and its derivative, from [`exp`] (Cephes'
+//!   single-precision `expf`: range reduction by `ln 2` in two parts, a
+//!   degree-6 polynomial, the exponent set from the bits) and the error
+//!   function of Abramowitz and Stegun's formula 7.1.26 (absolute error
+//!   1.5e-7 for the formula, below 5e-7 after `f32` rounding near zero),
+//!   written branch-free so the compiler vectorises them; GELU and its
+//!   derivative stay within 2e-7 and 4e-7 of the exact f64 values
+//!   (relative to `max(|x|, 1)`; tested below);
+//! - layer norm forward and backward, row by row;
+//! - the copy between `[batch, len, heads, d]` and `[batch, heads, len, d]`
+//!   that attention needs;
+//! - one AdamW step over a parameter and its moments, in place, and the
+//!   norm its gradient is clipped by.
 //!
 //! Element-wise outputs depend on their own inputs only, and sums are taken
 //! over fixed pieces in a fixed order, so results do not depend on how the

@@ -87,7 +87,7 @@ pub mod data;
 mod error;
 pub mod estimator;
 pub mod host;
-mod kernels;
+pub mod kernels;
 pub mod memory;
 pub mod model;
 pub mod oom;
