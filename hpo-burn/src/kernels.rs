@@ -56,7 +56,7 @@ pub fn exp(x: f32) -> f32 {
     let p = ((((1.987_569_1e-4 * r + 1.398_2e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
         + 1.666_666_5e-1)
         * r
-        + 5.000_000_1e-1;
+        + 0.5;
     let y = p * z + r + 1.0;
     // 2^n from its bits; n is in [-126, 127] after the clamp.
     let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);

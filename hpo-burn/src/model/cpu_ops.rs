@@ -31,15 +31,30 @@ use burn_flex::{Flex, FlexTensor, Layout};
 /// The exact GELU, `x · Φ(x)`: hpo's fused, threaded kernels on the CPU
 /// backend, burn's `gelu` elsewhere.
 pub fn gelu<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
-    let x = match cast::<_, Tensor<Cpu, D>>(x) {
-        Ok(x) => return recast(gelu_autodiff(x)),
+    dispatch(
+        x,
+        gelu_autodiff,
+        gelu_inference,
+        burn::tensor::activation::gelu,
+    )
+}
+
+/// `x` through `train` on [`Cpu`], through `infer` on [`CpuInference`],
+/// through `other` on any other backend.
+fn dispatch<B: Backend, const DI: usize, const DO: usize>(
+    x: Tensor<B, DI>,
+    train: impl FnOnce(Tensor<Cpu, DI>) -> Tensor<Cpu, DO>,
+    infer: impl FnOnce(Tensor<CpuInference, DI>) -> Tensor<CpuInference, DO>,
+    other: impl FnOnce(Tensor<B, DI>) -> Tensor<B, DO>,
+) -> Tensor<B, DO> {
+    let x = match cast::<_, Tensor<Cpu, DI>>(x) {
+        Ok(x) => return recast(train(x)),
         Err(x) => x,
     };
-    let x = match cast::<_, Tensor<CpuInference, D>>(x) {
-        Ok(x) => return recast(gelu_inference(x)),
-        Err(x) => x,
-    };
-    burn::tensor::activation::gelu(x)
+    match cast::<_, Tensor<CpuInference, DI>>(x) {
+        Ok(x) => recast(infer(x)),
+        Err(x) => other(x),
+    }
 }
 
 /// GELU of a flex tensor into a new buffer.
@@ -253,14 +268,12 @@ pub fn split_heads<B: Backend>(
 ) -> Tensor<B, 4> {
     let d = x.dims()[1] / heads.max(1);
     let dims = [batch, len, heads, d];
-    let x = match cast::<_, Tensor<Cpu, 2>>(x) {
-        Ok(x) => return recast(permute_autodiff::<2, 4>(x, dims, true)),
-        Err(x) => x,
-    };
-    match cast::<_, Tensor<CpuInference, 2>>(x) {
-        Ok(x) => recast(permute_inference::<2, 4>(x, dims, true)),
-        Err(x) => x.reshape(dims).swap_dims(1, 2),
-    }
+    dispatch(
+        x,
+        |x| permute_autodiff(x, dims, true),
+        |x| permute_inference(x, dims, true),
+        |x| x.reshape(dims).swap_dims(1, 2),
+    )
 }
 
 /// The inverse of [`split_heads`]: `[batch, heads, len, d]` back to
@@ -268,14 +281,12 @@ pub fn split_heads<B: Backend>(
 pub fn merge_heads<B: Backend>(x: Tensor<B, 4>) -> Tensor<B, 2> {
     let [batch, heads, len, d] = x.dims();
     let dims = [batch, len, heads, d];
-    let x = match cast::<_, Tensor<Cpu, 4>>(x) {
-        Ok(x) => return recast(permute_autodiff::<4, 2>(x, dims, false)),
-        Err(x) => x,
-    };
-    match cast::<_, Tensor<CpuInference, 4>>(x) {
-        Ok(x) => recast(permute_inference::<4, 2>(x, dims, false)),
-        Err(x) => x.swap_dims(1, 2).reshape([batch * len, heads * d]),
-    }
+    dispatch(
+        x,
+        |x| permute_autodiff(x, dims, false),
+        |x| permute_inference(x, dims, false),
+        |x| x.swap_dims(1, 2).reshape([batch * len, heads * d]),
+    )
 }
 
 /// The permuted copy of `x` (see [`kernels::permute_heads`]), shaped as the

@@ -61,6 +61,17 @@ pub struct AdamWState<B: Backend, const D: usize> {
     pub moment_2: Tensor<B, D>,
 }
 
+impl<B: Backend, const D: usize> AdamWState<B, D> {
+    /// This step's number and the moments it starts from: the state's, or
+    /// zeros shaped like `like` at the first step.
+    fn advance(state: Option<Self>, like: &Tensor<B, D>) -> (usize, Tensor<B, D>, Tensor<B, D>) {
+        match state {
+            Some(s) => (s.time + 1, s.moment_1, s.moment_2),
+            None => (1, like.zeros_like(), like.zeros_like()),
+        }
+    }
+}
+
 /// What a step hands from the generic signature to the CPU one and back.
 type StepIo<B, const D: usize> = (Tensor<B, D>, Tensor<B, D>, Option<AdamWState<B, D>>);
 
@@ -129,10 +140,7 @@ impl AdamW {
         grad: Tensor<CpuInference, D>,
         state: Option<AdamWState<CpuInference, D>>,
     ) -> (Tensor<CpuInference, D>, AdamWState<CpuInference, D>) {
-        let (time, moment_1, moment_2) = match state {
-            Some(s) => (s.time + 1, s.moment_1, s.moment_2),
-            None => (1, tensor.zeros_like(), tensor.zeros_like()),
-        };
+        let (time, moment_1, moment_2) = AdamWState::advance(state, &tensor);
         let flex = |t: Tensor<CpuInference, D>| contiguous(t.into_primitive().tensor());
         let back = |t| Tensor::<CpuInference, D>::from_primitive(TensorPrimitive::Float(t));
         let n = tensor.shape().num_elements();
@@ -178,10 +186,7 @@ impl AdamW {
             }
             None => grad,
         };
-        let (time, moment_1, moment_2) = match state {
-            Some(s) => (s.time + 1, s.moment_1, s.moment_2),
-            None => (1, grad.zeros_like(), grad.zeros_like()),
-        };
+        let (time, moment_1, moment_2) = AdamWState::advance(state, &grad);
         let s = self.scalars(lr, time, 1.0);
         let moment_1 = moment_1
             .mul_scalar(s.beta_1)
