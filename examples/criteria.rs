@@ -19,7 +19,7 @@
 //! configuration that cannot fit even alone is recorded infeasible without
 //! touching the GPU. On the CPU trials run side by side in worker
 //! processes, one per core with one core's share of the threads each (a
-//! trial alone keeps about one core busy), unless `--jobs` says otherwise;
+//! trial alone keeps about 1.5 of 2 cores busy), unless `--jobs` says otherwise;
 //! `--save-best` runs them one at a time in this process, which keeps the
 //! best trial's weights.
 //!
@@ -232,8 +232,8 @@ impl Args {
             // `--save-best` keeps a trial's weights, which only a trial
             // trained in this process can give.
             None if self.save_best.is_some() => Jobs::InProcess,
-            // One trial keeps about one core busy on the CPU backend: trials
-            // side by side, a core's share of the threads each, finish more
+            // One trial keeps about 1.5 of 2 cores busy on the CPU backend:
+            // trials side by side, a core's share of the threads each, finish more
             // trials per hour (measured: the book's "A study, not a trial").
             None => Jobs::Workers(cpu_cores()),
         };
