@@ -25,6 +25,7 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{unary, Backward, Ops, OpsKind};
 use burn::nn::LayerNorm;
 use burn::tensor::backend::Backend;
+use burn::tensor::ops::FloatTensor;
 use burn::tensor::{DType, Tensor, TensorPrimitive};
 use burn_flex::{Flex, FlexTensor, Layout};
 
@@ -98,16 +99,26 @@ impl Backward<Flex, 1> for GeluBackward {
 fn gelu_autodiff<const D: usize>(x: Tensor<Cpu, D>) -> Tensor<Cpu, D> {
     let mut x = x.into_primitive().tensor();
     x.primitive = contiguous(x.primitive);
-    let out = match GeluBackward
-        .prepare::<NoCheckpointing>([x.node.clone()])
+    let y = gelu_forward(&x.primitive);
+    record(GeluBackward, [&x], x.primitive.clone(), y)
+}
+
+/// `output`, computed by `op` from `parents`, as a tensor of the autodiff
+/// graph: with `state` kept for `op`'s backward pass when any parent is
+/// tracked, as a leaf otherwise.
+fn record<O: Backward<Flex, N>, const N: usize, const D: usize>(
+    op: O,
+    parents: [&FloatTensor<Cpu>; N],
+    state: O::State,
+    output: FlexTensor,
+) -> Tensor<Cpu, D> {
+    let out = match op
+        .prepare::<NoCheckpointing>(parents.map(|p| p.node.clone()))
         .compute_bound()
         .stateful()
     {
-        OpsKind::Tracked(prep) => {
-            let y = gelu_forward(&x.primitive);
-            prep.finish(x.primitive, y)
-        }
-        OpsKind::UnTracked(prep) => prep.finish(gelu_forward(&x.primitive)),
+        OpsKind::Tracked(prep) => prep.finish(state, output),
+        OpsKind::UnTracked(prep) => prep.finish(output),
     };
     Tensor::from_primitive(TensorPrimitive::Float(out))
 }
@@ -244,15 +255,8 @@ fn layer_norm_autodiff<const D: usize>(
     });
     let (y, normalized, rstd) =
         layer_norm_forward(&x.primitive, &gamma.primitive, &beta.primitive, eps);
-    let out = match LayerNormBackward
-        .prepare::<NoCheckpointing>([x.node.clone(), gamma.node.clone(), beta.node.clone()])
-        .compute_bound()
-        .stateful()
-    {
-        OpsKind::Tracked(prep) => prep.finish((normalized, rstd, gamma.primitive), y),
-        OpsKind::UnTracked(prep) => prep.finish(y),
-    };
-    Tensor::from_primitive(TensorPrimitive::Float(out))
+    let state = (normalized, rstd, gamma.primitive.clone());
+    record(LayerNormBackward, [&x, &gamma, &beta], state, y)
 }
 
 /// `[batch · len, heads · d]` hidden states as `[batch, heads, len, d]`
@@ -337,15 +341,7 @@ fn permute_autodiff<const DI: usize, const DO: usize>(
 ) -> Tensor<Cpu, DO> {
     let x = x.into_primitive().tensor();
     let y = permute_heads(&x.primitive, dims, to_heads);
-    let out = match PermuteHeadsBackward
-        .prepare::<NoCheckpointing>([x.node.clone()])
-        .compute_bound()
-        .stateful()
-    {
-        OpsKind::Tracked(prep) => prep.finish((dims, to_heads), y),
-        OpsKind::UnTracked(prep) => prep.finish(y),
-    };
-    Tensor::from_primitive(TensorPrimitive::Float(out))
+    record(PermuteHeadsBackward, [&x], (dims, to_heads), y)
 }
 
 #[cfg(test)]
