@@ -155,7 +155,6 @@ const ROWS: usize = 64;
 /// variance. Writes `y`, the normalised `x̂` and each row's `1 / sqrt(var +
 /// eps)`, which the backward pass needs. Rows are split across rayon's
 /// threads; each row is computed on one, so the split changes nothing.
-#[allow(clippy::too_many_arguments)]
 pub fn layer_norm_forward(
     x: &[f32],
     gamma: &[f32],

@@ -122,14 +122,6 @@ impl AdamW {
         }
     }
 
-    /// The factor clipping scales a gradient of norm `norm` by.
-    fn clip_scale(&self, norm: f32) -> f32 {
-        match self.clip_norm {
-            Some(max) => (max / (norm + f32::MIN_POSITIVE)).min(1.0),
-            None => 1.0,
-        }
-    }
-
     /// The fused CPU step: the weights and moments are updated in their own
     /// buffers where nothing else holds them (copied first where something
     /// does, such as a kept best model).
@@ -147,10 +139,10 @@ impl AdamW {
         let (mut param, grad) = (flex(tensor), flex(grad));
         let (mut m, mut v) = (flex(moment_1), flex(moment_2));
         let g = &grad.storage::<f32>()[..n];
-        let grad_scale = match self.clip_norm {
-            Some(_) => self.clip_scale(kernels::l2_norm(g)),
-            None => 1.0,
-        };
+        // Clipping's factor, as burn's `GradientClipping::Norm` computes it.
+        let grad_scale = self.clip_norm.map_or(1.0, |max| {
+            (max / (kernels::l2_norm(g) + f32::MIN_POSITIVE)).min(1.0)
+        });
         kernels::adamw_in_place(
             &self.scalars(lr, time, grad_scale),
             &mut param.storage_mut::<f32>()[..n],
