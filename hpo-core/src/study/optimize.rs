@@ -131,11 +131,11 @@ impl Study {
         R: IntoTrialResult,
     {
         self.core.stop.store(false, Ordering::SeqCst);
+        let limits = Limits {
+            n_trials: opts.n_trials,
+            timeout: opts.timeout,
+        };
         if let Some(runner) = &opts.runner {
-            let limits = Limits {
-                n_trials: opts.n_trials,
-                timeout: opts.timeout,
-            };
             let callback = |study: &Study, trial: &FrozenTrial| {
                 for cb in &opts.callbacks {
                     cb(study, trial);
@@ -156,7 +156,7 @@ impl Study {
                     break;
                 }
             }
-            if opts.timeout.is_some_and(|t| t0.elapsed() >= t) {
+            if limits.timed_out(t0) {
                 break;
             }
             match self.run_one(&objective) {
