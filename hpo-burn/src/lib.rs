@@ -95,6 +95,7 @@ pub mod panic_guard;
 pub mod pretrained;
 pub mod read;
 mod task;
+pub mod threads;
 pub mod tokenize;
 pub mod train;
 

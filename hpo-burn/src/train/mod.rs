@@ -35,6 +35,7 @@ use crate::model::{BertClassifier, ModelConfig};
 use crate::oom::{classify, panic_message};
 use crate::panic_guard::{self, PanicWatch};
 use crate::read;
+use crate::threads::on_cpu_threads;
 use burn::module::AutodiffModule;
 use burn::nn::loss::{CrossEntropyLoss, CrossEntropyLossConfig};
 use burn::optim::adaptor::OptimizerAdaptor;
@@ -310,16 +311,19 @@ impl<B: AutodiffBackend> Trainer<B> {
             let step0 = (epoch as usize - 1) * steps_per_epoch;
             let started = Instant::now();
             let run = loop {
-                match self.run_epoch(
-                    model.clone(),
-                    optim.clone(),
-                    epoch,
-                    micro,
-                    &plan,
-                    step0,
-                    &schedule,
-                    data,
-                ) {
+                let attempt = on_cpu_threads::<B, _>(|| {
+                    self.run_epoch(
+                        model.clone(),
+                        optim.clone(),
+                        epoch,
+                        micro,
+                        &plan,
+                        step0,
+                        &schedule,
+                        data,
+                    )
+                });
+                match attempt {
                     Ok(run) => break run,
                     Err(Error::OutOfMemory(message)) => {
                         B::memory_cleanup(&self.device);
@@ -526,14 +530,16 @@ impl<B: AutodiffBackend> Trainer<B> {
         model: &BertClassifier<B::InnerBackend>,
         data: TrainData<'_>,
     ) -> Result<Metrics> {
-        evaluate(
-            model,
-            data.valid,
-            data.pad_id,
-            data.classes,
-            self.config.eval_batch,
-            &self.device,
-        )
+        on_cpu_threads::<B, _>(|| {
+            evaluate(
+                model,
+                data.valid,
+                data.pad_id,
+                data.classes,
+                self.config.eval_batch,
+                &self.device,
+            )
+        })
     }
 }
 
