@@ -20,7 +20,9 @@
 //! - the copy between `[batch, len, heads, d]` and `[batch, heads, len, d]`
 //!   that attention needs;
 //! - one AdamW step over a parameter and its moments, in place, and the
-//!   norm its gradient is clipped by.
+//!   norm its gradient is clipped by;
+//! - dropout, its mask drawn element by element from a counter-based stream
+//!   ([`DropoutMask`]) in the same pass that applies it.
 //!
 //! Element-wise outputs depend on their own inputs only, and sums are taken
 //! over fixed pieces in a fixed order, so results do not depend on how the
@@ -294,6 +296,89 @@ pub fn adamw_in_place(
         });
 }
 
+/// A dropout mask, drawn in bulk and the same however the work is split.
+///
+/// Element `i` is dropped when 32 bits of a SplitMix64 stream (Steele, Lea
+/// and Flood 2014) started at `seed` fall below `prob · 2^32`: the low half
+/// of the stream's draw `i / 2` for even `i`, the high half for odd `i`.
+/// SplitMix64's `j`-th draw is a function of `seed + (j + 1) · γ` alone,
+/// so any piece of the mask is drawn without the pieces before it, and the
+/// backward pass draws the very same mask again instead of keeping it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DropoutMask {
+    /// The stream's start.
+    pub seed: u64,
+    /// An element is dropped when its 32 random bits fall below this.
+    threshold: u64,
+    /// What a kept element is multiplied by: `1 / (1 - prob)`.
+    keep_scale: f32,
+}
+
+impl DropoutMask {
+    /// The mask dropping each element with probability `prob` (in `[0,
+    /// 1)`), drawn from `seed`'s stream.
+    pub fn new(prob: f64, seed: u64) -> Self {
+        DropoutMask {
+            seed,
+            threshold: (prob * 4_294_967_296.0).min(4_294_967_295.0) as u64,
+            keep_scale: (1.0 / (1.0 - prob)) as f32,
+        }
+    }
+
+    /// The factor of element `i`: `0` or `1 / (1 - prob)`.
+    #[inline(always)]
+    pub fn factor(&self, i: usize) -> f32 {
+        let draw = splitmix64(
+            self.seed
+                .wrapping_add((i as u64 / 2 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+        );
+        let bits = if i % 2 == 0 {
+            draw & 0xffff_ffff
+        } else {
+            draw >> 32
+        };
+        if bits < self.threshold {
+            0.0
+        } else {
+            self.keep_scale
+        }
+    }
+
+    /// `out[i] = x[i] · factor(i)`, split across rayon's threads.
+    pub fn apply_into(&self, x: &[f32], out: &mut [f32]) {
+        out.par_chunks_mut(CHUNK)
+            .zip(x.par_chunks(CHUNK))
+            .enumerate()
+            .for_each(|(c, (out, x))| {
+                for (k, (o, &x)) in out.iter_mut().zip(x).enumerate() {
+                    *o = x * self.factor(c * CHUNK + k);
+                }
+            });
+    }
+
+    /// `values[i] *= factor(i)` in place: the backward pass of
+    /// [`apply_into`](Self::apply_into), on the output's gradient.
+    pub fn apply_in_place(&self, values: &mut [f32]) {
+        values
+            .par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(c, values)| {
+                for (k, v) in values.iter_mut().enumerate() {
+                    *v *= self.factor(c * CHUNK + k);
+                }
+            });
+    }
+}
+
+/// SplitMix64's output function for the stream position `z` (the state
+/// after the increment).
+#[inline(always)]
+fn splitmix64(z: u64) -> u64 {
+    let z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// The Euclidean norm of `x`, summed in f64 chunk by chunk and the chunks
 /// added in order: the same result however many threads there are.
 pub fn l2_norm(x: &[f32]) -> f32 {
@@ -307,6 +392,56 @@ pub fn l2_norm(x: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The mask as the stream drawn in order, one 64-bit draw per two
+    /// elements (low half first), as hpo-burn drew it before the counter
+    /// form.
+    fn sequential_mask(n: usize, prob: f64, seed: u64) -> Vec<f32> {
+        let keep = (1.0 / (1.0 - prob)) as f32;
+        let threshold = (prob * 4_294_967_296.0).min(4_294_967_295.0) as u64;
+        let mut state = seed;
+        let mut out = Vec::with_capacity(n + 1);
+        while out.len() < n {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let r = splitmix64(state);
+            for bits in [r & 0xffff_ffff, r >> 32] {
+                out.push(if bits < threshold { 0.0 } else { keep });
+            }
+        }
+        out.truncate(n);
+        out
+    }
+
+    #[test]
+    fn dropout_masks_are_the_stream_in_order_whatever_the_split() {
+        let n = 3 * CHUNK + 7;
+        let mask = DropoutMask::new(0.1, 7);
+        let expected = sequential_mask(n, 0.1, 7);
+        let factors: Vec<f32> = (0..n).map(|i| mask.factor(i)).collect();
+        assert_eq!(factors, expected);
+        // SplitMix64's first output from state 0 (its reference value).
+        assert_eq!(splitmix64(0x9e37_79b9_7f4a_7c15), 0xe220_a839_7b1d_cdaf);
+
+        let x: Vec<f32> = (0..n).map(|i| (i % 19) as f32 - 9.0).collect();
+        let mut out = vec![f32::NAN; n];
+        mask.apply_into(&x, &mut out);
+        let mut in_place = x.clone();
+        mask.apply_in_place(&mut in_place);
+        for i in 0..n {
+            assert_eq!(out[i], x[i] * expected[i], "element {i}");
+        }
+        assert_eq!(in_place, out);
+
+        // 200k Bernoulli(0.1) draws: the share's sd is 0.00067.
+        let big = sequential_mask(200_001, 0.1, 7);
+        let dropped = big.iter().filter(|&&v| v == 0.0).count() as f64 / big.len() as f64;
+        assert!((dropped - 0.1).abs() < 0.004, "dropped share {dropped}");
+        assert!(big.iter().all(|&v| v == 0.0 || v == 1.0 / 0.9f32));
+        let other = DropoutMask::new(0.1, 8);
+        assert!((0..1000).any(|i| other.factor(i) != mask.factor(i)));
+        let none = DropoutMask::new(0.0, 7);
+        assert!((0..1000).all(|i| none.factor(i) == 1.0));
+    }
 
     /// The error function from the kernels' tail: absolute error below 5e-7
     /// (Abramowitz and Stegun 7.1.26).
