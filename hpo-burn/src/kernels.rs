@@ -21,6 +21,7 @@
 //!   that attention needs;
 //! - one AdamW step over a parameter and its moments, in place, and the
 //!   norm its gradient is clipped by;
+//! - attention's masked softmax, forward and backward, row by row;
 //! - dropout, its mask drawn element by element from a counter-based stream
 //!   ([`DropoutMask`]) in the same pass that applies it.
 //!
@@ -294,6 +295,74 @@ pub fn adamw_in_place(
                 *p = *p * s.decay - delta * s.lr;
             }
         });
+}
+
+/// Attention probabilities over the rows of `[batch, heads, len_q, len_k]`
+/// scores: `softmax(scores / divisor)` over each row's keys, with the keys
+/// where `masked[b · len_k + j]` is true (padding of sequence `b`) given
+/// probability zero. A row whose keys are all masked gets zeros. Rows are
+/// split across rayon's threads, each row computed on one.
+pub fn masked_softmax_forward(
+    scores: &[f32],
+    masked: &[bool],
+    len_k: usize,
+    rows_per_sequence: usize,
+    divisor: f32,
+    out: &mut [f32],
+) {
+    let rows = rows_per_task(len_k);
+    out.par_chunks_mut(rows * len_k)
+        .zip(scores.par_chunks(rows * len_k))
+        .enumerate()
+        .for_each(|(task, (out, scores))| {
+            for (r, (out, scores)) in out.chunks_mut(len_k).zip(scores.chunks(len_k)).enumerate() {
+                let b = (task * rows + r) / rows_per_sequence;
+                let keys = &masked[b * len_k..(b + 1) * len_k];
+                let mut max = f32::NEG_INFINITY;
+                for ((o, &s), &m) in out.iter_mut().zip(scores).zip(keys) {
+                    *o = s / divisor;
+                    if !m {
+                        max = max.max(*o);
+                    }
+                }
+                let mut sum = 0.0f32;
+                for (o, &m) in out.iter_mut().zip(keys) {
+                    *o = if m { 0.0 } else { exp(*o - max) };
+                    sum += *o;
+                }
+                let inv = if sum > 0.0 { 1.0 / sum } else { 0.0 };
+                for o in out.iter_mut() {
+                    *o *= inv;
+                }
+            }
+        });
+}
+
+/// The backward pass of [`masked_softmax_forward`]: given the gradient of
+/// the probabilities `p`, overwrites it with the scores' gradient
+/// `p · (dp - Σ dp · p) / divisor` (zero at masked keys, whose `p` is zero).
+pub fn masked_softmax_backward_in_place(
+    grad: &mut [f32],
+    probs: &[f32],
+    len_k: usize,
+    divisor: f32,
+) {
+    let rows = rows_per_task(len_k);
+    grad.par_chunks_mut(rows * len_k)
+        .zip(probs.par_chunks(rows * len_k))
+        .for_each(|(grad, probs)| {
+            for (g, p) in grad.chunks_mut(len_k).zip(probs.chunks(len_k)) {
+                let dot: f32 = g.iter().zip(p).map(|(&g, &p)| g * p).sum();
+                for (g, &p) in g.iter_mut().zip(p) {
+                    *g = p * (*g - dot) / divisor;
+                }
+            }
+        });
+}
+
+/// Rows of `width` elements per rayon task: about [`CHUNK`] elements.
+fn rows_per_task(width: usize) -> usize {
+    (CHUNK / width.max(1)).max(1)
 }
 
 /// A dropout mask, drawn in bulk and the same however the work is split.

@@ -20,17 +20,12 @@
 //! attention also applies its dropout to the scores before the softmax;
 //! BERT applies it to the probabilities, as here.)
 
-use super::cpu_ops::{gelu, layer_norm, merge_heads, split_heads};
+use super::cpu_ops::{attention_probs, gelu, layer_norm, merge_heads, split_heads};
 use super::Dropout;
 use burn::module::Module;
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
-use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Tensor};
-
-/// The value masked (padding) attention scores are set to before the
-/// softmax; its exponential is zero in f32, as for burn's attention.
-const MASKED_SCORE: f32 = -1.0e4;
 
 /// Sizes of an [`Encoder`].
 #[derive(Debug, Clone, Copy)]
@@ -182,11 +177,10 @@ impl<B: Backend> SelfAttention<B> {
         let q = heads(self.query.forward(h.clone()));
         let k = heads(self.key.forward(h.clone()));
         let v = heads(self.value.forward(h));
-        let scores = q
-            .matmul(k.swap_dims(2, 3))
-            .div_scalar((d_k as f32).sqrt())
-            .mask_fill(mask, MASKED_SCORE);
-        let probs = self.dropout.forward(softmax(scores, 3));
+        let scores = q.matmul(k.swap_dims(2, 3));
+        let probs = self
+            .dropout
+            .forward(attention_probs(scores, mask, (d_k as f32).sqrt()));
         let context = merge_heads(probs.matmul(v));
         self.output.forward(context)
     }
