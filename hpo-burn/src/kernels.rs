@@ -21,6 +21,7 @@
 //!   that attention needs;
 //! - one AdamW step over a parameter and its moments, in place, and the
 //!   norm its gradient is clipped by;
+//! - the embedding lookup (three tables summed) and its scatter-add;
 //! - attention's masked softmax, forward and backward, row by row;
 //! - dropout, its mask drawn element by element from a counter-based stream
 //!   ([`DropoutMask`]) in the same pass that applies it.
@@ -363,6 +364,63 @@ pub fn masked_softmax_backward_in_place(
 /// Rows of `width` elements per rayon task: about [`CHUNK`] elements.
 fn rows_per_task(width: usize) -> usize {
     (CHUNK / width.max(1)).max(1)
+}
+
+/// `n` zeros, written across rayon's threads (a gradient as large as a
+/// vocabulary's embedding table is zeroed on every step).
+pub fn zeros(n: usize) -> Vec<f32> {
+    let mut v = Vec::with_capacity(n);
+    v.par_extend(rayon::iter::repeat_n(0.0f32, n));
+    v
+}
+
+/// BERT's summed embeddings: row `t` of `out` is `token[ids[t]] +
+/// position[t % len] + segment[segments[t]]` (tables of `width`-long rows,
+/// added in that order). Rows are split across rayon's threads.
+/// Every index must be within its table (checked by the caller).
+pub fn embed_forward(
+    tables: [&[f32]; 3],
+    ids: &[usize],
+    segments: &[usize],
+    len: usize,
+    width: usize,
+    out: &mut [f32],
+) {
+    let [token, position, segment] = tables;
+    let rows = rows_per_task(width);
+    out.par_chunks_mut(rows * width)
+        .enumerate()
+        .for_each(|(task, out)| {
+            for (r, out) in out.chunks_mut(width).enumerate() {
+                let t = task * rows + r;
+                fn row(table: &[f32], i: usize, width: usize) -> &[f32] {
+                    &table[i * width..(i + 1) * width]
+                }
+                let (a, b, c) = (
+                    row(token, ids[t], width),
+                    row(position, t % len.max(1), width),
+                    row(segment, segments[t], width),
+                );
+                for (((o, &a), &b), &c) in out.iter_mut().zip(a).zip(b).zip(c) {
+                    *o = a + b + c;
+                }
+            }
+        });
+}
+
+/// `table[rows[t]] += grad[t]` for each `width`-long row `t` of `grad`, in
+/// order (the backward pass of a lookup into `table`).
+pub fn scatter_add_rows(
+    table: &mut [f32],
+    rows: impl Iterator<Item = usize>,
+    grad: &[f32],
+    width: usize,
+) {
+    for (i, g) in rows.zip(grad.chunks(width)) {
+        for (t, &g) in table[i * width..(i + 1) * width].iter_mut().zip(g) {
+            *t += g;
+        }
+    }
 }
 
 /// A dropout mask, drawn in bulk and the same however the work is split.

@@ -17,6 +17,7 @@ pub use self::dropout::Dropout;
 pub use self::encoder::{Encoder, EncoderConfig, EncoderLayer, FeedForward, SelfAttention};
 
 use self::cpu_ops::gelu;
+use self::cpu_ops::{embed, layer_norm};
 use crate::error::Result;
 use burn::module::Module;
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
@@ -35,6 +36,8 @@ pub struct Embeddings<B: Backend> {
     pub segment: Embedding<B>,
     /// Layer norm over the sum.
     pub norm: LayerNorm<B>,
+    /// The norm's epsilon (burn's `LayerNorm` keeps its own private).
+    pub norm_eps: f64,
     /// Dropout after the norm.
     pub dropout: Dropout,
 }
@@ -90,6 +93,7 @@ impl ModelConfig {
             norm: LayerNormConfig::new(h)
                 .with_epsilon(self.layer_norm_eps)
                 .init(device),
+            norm_eps: self.layer_norm_eps,
             dropout: Dropout::new(self.dropout),
         };
         let encoder = EncoderConfig {
@@ -138,16 +142,9 @@ impl<B: Backend> BertClassifier<B> {
         segment_ids: Tensor<B, 2, Int>,
         mask_pad: Tensor<B, 2, Bool>,
     ) -> Tensor<B, 3> {
-        let [batch, len] = input_ids.dims();
-        let device = input_ids.device();
-        let positions = Tensor::<B, 1, Int>::arange(0..len as i64, &device)
-            .reshape([1, len])
-            .repeat_dim(0, batch);
         let e = &self.embeddings;
-        let x = e.token.forward(input_ids)
-            + e.position.forward(positions)
-            + e.segment.forward(segment_ids);
-        let x = e.dropout.forward(e.norm.forward(x));
+        let x = embed(&e.token, &e.position, &e.segment, input_ids, segment_ids);
+        let x = e.dropout.forward(layer_norm(&e.norm, e.norm_eps, x));
         self.encoder.forward(x, mask_pad)
     }
 
