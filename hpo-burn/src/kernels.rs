@@ -21,6 +21,8 @@
 //!   that attention needs;
 //! - one AdamW step over a parameter and its moments, in place, and the
 //!   norm its gradient is clipped by;
+//! - a linear layer's bias added to its rows, the bias gradient's sums, and
+//!   the weight transposed for the input gradient's product;
 //! - the embedding lookup (three tables summed) and its scatter-add;
 //! - attention's masked softmax, forward and backward, row by row;
 //! - dropout, its mask drawn element by element from a counter-based stream
@@ -366,6 +368,67 @@ fn rows_per_task(width: usize) -> usize {
     (CHUNK / width.max(1)).max(1)
 }
 
+/// `y[r] += bias` for each `bias.len()`-wide row `r` of `y`, split across
+/// rayon's threads.
+pub fn add_row_in_place(y: &mut [f32], bias: &[f32]) {
+    let width = bias.len().max(1);
+    y.par_chunks_mut(rows_per_task(width) * width)
+        .for_each(|y| {
+            for row in y.chunks_mut(width) {
+                for (v, &b) in row.iter_mut().zip(bias) {
+                    *v += b;
+                }
+            }
+        });
+}
+
+/// The sum of the `width`-wide rows of `x` (a bias's gradient), summed per
+/// task and the tasks in order: the same however the work is split.
+pub fn column_sums(x: &[f32], width: usize) -> Vec<f32> {
+    let width = width.max(1);
+    let partial: Vec<Vec<f32>> = x
+        .par_chunks(rows_per_task(width) * width)
+        .map(|x| {
+            let mut sum = vec![0.0f32; width];
+            for row in x.chunks(width) {
+                for (s, &v) in sum.iter_mut().zip(row) {
+                    *s += v;
+                }
+            }
+            sum
+        })
+        .collect();
+    let mut total = vec![0.0f32; width];
+    for p in &partial {
+        for (t, &v) in total.iter_mut().zip(p) {
+            *t += v;
+        }
+    }
+    total
+}
+
+/// The transpose of the `[rows, cols]` matrix `src` into `dst` (`[cols,
+/// rows]`), in tiles, `dst`'s rows split across rayon's threads.
+pub fn transpose_into(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
+    const TILE: usize = 32;
+    let rows_max = rows.max(1);
+    dst.par_chunks_mut(TILE * rows_max)
+        .enumerate()
+        .for_each(|(block, dst)| {
+            let c0 = block * TILE;
+            let c_end = (c0 + TILE).min(cols);
+            for r0 in (0..rows).step_by(TILE) {
+                let r_end = (r0 + TILE).min(rows);
+                for c in c0..c_end {
+                    let out = &mut dst[(c - c0) * rows..(c - c0) * rows + rows];
+                    for r in r0..r_end {
+                        out[r] = src[r * cols + c];
+                    }
+                }
+            }
+        });
+}
+
 /// `n` zeros, written across rayon's threads (a gradient as large as a
 /// vocabulary's embedding table is zeroed on every step).
 pub fn zeros(n: usize) -> Vec<f32> {
@@ -540,6 +603,34 @@ mod tests {
     }
 
     #[test]
+    fn transposes_bias_rows_and_column_sums_are_what_they_say() {
+        let (rows, cols) = (70, 45);
+        let src: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
+        let mut dst = vec![f32::NAN; rows * cols];
+        transpose_into(&src, rows, cols, &mut dst);
+        for r in 0..rows {
+            for c in 0..cols {
+                assert_eq!(dst[c * rows + r], src[r * cols + c]);
+            }
+        }
+        let bias: Vec<f32> = (0..cols).map(|c| c as f32 * 0.5).collect();
+        let mut y = src.clone();
+        add_row_in_place(&mut y, &bias);
+        for (i, (&y, &x)) in y.iter().zip(&src).enumerate() {
+            assert_eq!(y, x + bias[i % cols]);
+        }
+        // Many rows, so the sums are split into several tasks.
+        let tall: Vec<f32> = (0..5000 * 7)
+            .map(|i| ((i * 31) % 17) as f32 - 8.0)
+            .collect();
+        let sums = column_sums(&tall, 7);
+        for (c, &s) in sums.iter().enumerate() {
+            let exact: f64 = tall.iter().skip(c).step_by(7).map(|&v| f64::from(v)).sum();
+            assert_eq!(f64::from(s), exact, "column {c}");
+        }
+    }
+
+    #[test]
     fn dropout_masks_are_the_stream_in_order_whatever_the_split() {
         let n = 3 * CHUNK + 7;
         let mask = DropoutMask::new(0.1, 7);
@@ -703,5 +794,23 @@ mod tests {
         for (g, &x) in grad.iter().zip(&x) {
             assert_eq!(g.to_bits(), (2.0 * gelu_derivative(x)).to_bits());
         }
+
+        // The reductions and row kernels on one thread and on three.
+        let on = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("a pool");
+            pool.install(|| {
+                let len = 50;
+                let masked: Vec<bool> = (0..40 * len).map(|i| i % 7 == 3).collect();
+                let mut probs = vec![0.0; 40 * 50 * len];
+                masked_softmax_forward(&x[..probs.len()], &masked, len, 50, 3.0, &mut probs);
+                let mut grad = x[1..=probs.len()].to_vec();
+                masked_softmax_backward_in_place(&mut grad, &probs, len, 3.0);
+                (column_sums(&x[..100_000], 40), l2_norm(&x), probs, grad)
+            })
+        };
+        assert_eq!(on(1), on(3));
     }
 }

@@ -20,7 +20,7 @@
 //! attention also applies its dropout to the scores before the softmax;
 //! BERT applies it to the probabilities, as here.)
 
-use super::cpu_ops::{attention_probs, gelu, layer_norm, merge_heads, split_heads};
+use super::cpu_ops::{attention_probs, gelu, layer_norm, linear, merge_heads, split_heads};
 use super::Dropout;
 use burn::module::Module;
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
@@ -174,22 +174,22 @@ impl<B: Backend> SelfAttention<B> {
         let Shape { batch, len } = shape;
         let d_k = width / self.n_heads;
         let heads = |t: Tensor<B, 2>| split_heads(t, batch, len, self.n_heads);
-        let q = heads(self.query.forward(h.clone()));
-        let k = heads(self.key.forward(h.clone()));
-        let v = heads(self.value.forward(h));
+        let q = heads(linear(&self.query, h.clone()));
+        let k = heads(linear(&self.key, h.clone()));
+        let v = heads(linear(&self.value, h));
         let scores = q.matmul(k.swap_dims(2, 3));
         let probs = self
             .dropout
             .forward(attention_probs(scores, mask, (d_k as f32).sqrt()));
         let context = merge_heads(probs.matmul(v));
-        self.output.forward(context)
+        linear(&self.output, context)
     }
 }
 
 impl<B: Backend> FeedForward<B> {
     fn forward(&self, h: Tensor<B, 2>) -> Tensor<B, 2> {
-        self.linear_outer
-            .forward(self.dropout.forward(gelu(self.linear_inner.forward(h))))
+        let inner = gelu(linear(&self.linear_inner, h));
+        linear(&self.linear_outer, self.dropout.forward(inner))
     }
 }
 
