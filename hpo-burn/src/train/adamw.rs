@@ -48,6 +48,11 @@ impl AdamW {
             clip_norm,
         }
     }
+
+    /// The same optimizer with `ε` set to `epsilon`.
+    pub fn with_epsilon(self, epsilon: f32) -> Self {
+        Self { epsilon, ..self }
+    }
 }
 
 /// One parameter tensor's optimizer state.
