@@ -525,7 +525,7 @@ impl DropoutMask {
             self.seed
                 .wrapping_add((i as u64 / 2 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
         );
-        let bits = if i % 2 == 0 {
+        let bits = if i.is_multiple_of(2) {
             draw & 0xffff_ffff
         } else {
             draw >> 32
