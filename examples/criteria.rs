@@ -19,7 +19,8 @@
 //! configuration that cannot fit even alone is recorded infeasible without
 //! touching the GPU. On the CPU trials run side by side in worker
 //! processes, one per core with one core's share of the threads each (a
-//! trial alone keeps about 1.5 of 2 cores busy), unless `--jobs` says otherwise;
+//! trial alone keeps about 1.8 of 2 cores busy; two side by side finish more
+//! trials an hour), unless `--jobs` says otherwise;
 //! `--save-best` runs them one at a time in this process, which keeps the
 //! best trial's weights.
 //!
@@ -232,9 +233,10 @@ impl Args {
             // `--save-best` keeps a trial's weights, which only a trial
             // trained in this process can give.
             None if self.save_best.is_some() => Jobs::InProcess,
-            // One trial keeps about 1.5 of 2 cores busy on the CPU backend:
-            // trials side by side, a core's share of the threads each, finish more
-            // trials per hour (measured: the book's "A study, not a trial").
+            // One trial keeps about 1.8 of 2 cores busy on the CPU backend:
+            // trials side by side, a core's share of the threads each, still
+            // finish more trials per hour (measured: the book's "A study,
+            // not a trial").
             None => Jobs::Workers(cpu_cores()),
         };
         if jobs == Jobs::InProcess && self.memory_budget.is_some() {
