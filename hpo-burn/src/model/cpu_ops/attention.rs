@@ -1,7 +1,7 @@
 //! Attention's scaled, masked softmax on the CPU: one row-wise kernel
 //! forward, one backward.
 
-use super::graph::{dispatch, flex_tensor, record};
+use super::graph::{contiguous_node, dispatch, flex_tensor, record};
 use crate::host::contiguous;
 use crate::kernels;
 use crate::Cpu;
@@ -122,8 +122,7 @@ fn attention_probs_autodiff(
     masked: &[bool],
     shape: SoftmaxShape,
 ) -> Tensor<Cpu, 4> {
-    let mut s = scores.into_primitive().tensor();
-    s.primitive = contiguous(s.primitive);
+    let s = contiguous_node(scores.into_primitive());
     let probs = attention_probs_forward(&s.primitive, masked, shape);
     record(AttentionProbsBackward, [&s], (probs.clone(), shape), probs)
 }

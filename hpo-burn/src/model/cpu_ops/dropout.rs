@@ -1,7 +1,7 @@
 //! Dropout on the CPU: the mask drawn and applied in one threaded pass, and
 //! drawn again in the backward pass.
 
-use super::graph::{dispatch, flex_tensor, record};
+use super::graph::{contiguous_node, dispatch, flex_tensor, record};
 use crate::host::contiguous;
 use crate::kernels::DropoutMask;
 use crate::Cpu;
@@ -64,8 +64,7 @@ impl Backward<Flex, 1> for DropoutBackward {
 }
 
 fn dropout_autodiff<const D: usize>(x: Tensor<Cpu, D>, mask: DropoutMask) -> Tensor<Cpu, D> {
-    let mut x = x.into_primitive().tensor();
-    x.primitive = contiguous(x.primitive);
+    let x = contiguous_node(x.into_primitive());
     let y = dropout_forward(&x.primitive, mask);
     record(DropoutBackward, [&x], mask, y)
 }

@@ -1,7 +1,7 @@
 //! BERT's summed embeddings on the CPU: one threaded pass forward, each
 //! table's gradient zeroed on every core and the rows added in.
 
-use super::graph::{flex_tensor, record};
+use super::graph::{contiguous_node, flex_tensor, record};
 use crate::host::{cast, contiguous, recast};
 use crate::kernels;
 use crate::{Cpu, CpuInference};
@@ -171,11 +171,7 @@ fn embed_autodiff(
     tables: (Tensor<Cpu, 2>, Tensor<Cpu, 2>, Tensor<Cpu, 2>),
     lookup: Lookup,
 ) -> Tensor<Cpu, 3> {
-    let [t, p, s] = [tables.0, tables.1, tables.2].map(|x| {
-        let mut x = x.into_primitive().tensor();
-        x.primitive = contiguous(x.primitive);
-        x
-    });
+    let [t, p, s] = [tables.0, tables.1, tables.2].map(|x| contiguous_node(x.into_primitive()));
     let y = embed_forward([&t.primitive, &p.primitive, &s.primitive], &lookup);
     record(EmbedBackward, [&t, &p, &s], lookup, y)
 }

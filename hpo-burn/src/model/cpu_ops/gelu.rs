@@ -1,7 +1,7 @@
 //! The exact GELU on the CPU: Cephes' `expf` and an erf written to
 //! vectorise, threaded, one autodiff node.
 
-use super::graph::{dispatch, flex_tensor, record};
+use super::graph::{contiguous_node, dispatch, flex_tensor, record};
 use crate::host::contiguous;
 use crate::kernels;
 use crate::{Cpu, CpuInference};
@@ -62,8 +62,7 @@ impl Backward<Flex, 1> for GeluBackward {
 }
 
 fn gelu_autodiff<const D: usize>(x: Tensor<Cpu, D>) -> Tensor<Cpu, D> {
-    let mut x = x.into_primitive().tensor();
-    x.primitive = contiguous(x.primitive);
+    let x = contiguous_node(x.into_primitive());
     let y = gelu_forward(&x.primitive);
     record(GeluBackward, [&x], x.primitive.clone(), y)
 }

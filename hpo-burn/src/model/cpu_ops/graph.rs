@@ -2,7 +2,7 @@
 //! registration of a node with burn's autodiff graph, and flex tensors made
 //! from host buffers.
 
-use crate::host::{cast, recast};
+use crate::host::{cast, contiguous, recast};
 use crate::{Cpu, CpuInference};
 use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
 use burn::backend::autodiff::ops::{Backward, OpsKind};
@@ -27,6 +27,15 @@ pub(super) fn dispatch<B: Backend, const DI: usize, const DO: usize>(
         Ok(x) => recast(infer(x)),
         Err(x) => other(x),
     }
+}
+
+/// An input of an op as the autodiff graph's tensor, its values made
+/// contiguous for the kernels (the node, where its gradient goes, is the
+/// same).
+pub(super) fn contiguous_node(t: TensorPrimitive<Cpu>) -> FloatTensor<Cpu> {
+    let mut t = t.tensor();
+    t.primitive = contiguous(t.primitive);
+    t
 }
 
 /// `output`, computed by `op` from `parents`, as a tensor of the autodiff

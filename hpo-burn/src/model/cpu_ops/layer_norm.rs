@@ -1,7 +1,7 @@
 //! Layer norm on the CPU: one row-wise kernel forward, one backward for x,
 //! gamma and beta.
 
-use super::graph::{flex_tensor, record};
+use super::graph::{contiguous_node, flex_tensor, record};
 use crate::host::{cast, contiguous, recast};
 use crate::kernels;
 use crate::{Cpu, CpuInference};
@@ -129,11 +129,7 @@ fn layer_norm_autodiff<const D: usize>(
         gamma.into_primitive(),
         beta.into_primitive(),
     ]
-    .map(|t| {
-        let mut t = t.tensor();
-        t.primitive = contiguous(t.primitive);
-        t
-    });
+    .map(contiguous_node);
     let (y, normalized, rstd) =
         layer_norm_forward(&x.primitive, &gamma.primitive, &beta.primitive, eps);
     let state = (normalized, rstd, gamma.primitive.clone());

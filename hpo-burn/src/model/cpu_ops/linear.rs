@@ -1,7 +1,7 @@
 //! Linear layers on the CPU: burn-flex's products, with the bias, its
 //! gradient and the weight's transposed copy in threaded kernels.
 
-use super::graph::{flex_tensor, record};
+use super::graph::{contiguous_node, flex_tensor, record};
 use crate::host::{cast, contiguous, recast};
 use crate::kernels;
 use crate::{Cpu, CpuInference};
@@ -97,11 +97,8 @@ impl Backward<Flex, 3> for LinearBackward {
 }
 
 fn linear_autodiff(x: Tensor<Cpu, 2>, w: Tensor<Cpu, 2>, b: Tensor<Cpu, 1>) -> Tensor<Cpu, 2> {
-    let [x, w, b] = [x.into_primitive(), w.into_primitive(), b.into_primitive()].map(|t| {
-        let mut t = t.tensor();
-        t.primitive = contiguous(t.primitive);
-        t
-    });
+    let [x, w, b] =
+        [x.into_primitive(), w.into_primitive(), b.into_primitive()].map(contiguous_node);
     let y = linear_forward(x.primitive.clone(), &w.primitive, &b.primitive);
     let state = (x.primitive.clone(), w.primitive.clone());
     record(LinearBackward, [&x, &w, &b], state, y)
