@@ -1,16 +1,15 @@
 //! Attention's scaled, masked softmax on the CPU: one row-wise kernel
 //! forward, one backward.
 
-use super::graph::{contiguous_node, dispatch, flex_tensor, record};
+use super::graph::{dispatch, flex_tensor, record};
 use crate::host::contiguous;
 use crate::kernels;
-use crate::Cpu;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{unary, Backward, Ops};
 use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
-use burn::tensor::{Bool, Tensor, TensorPrimitive};
+use burn::tensor::{Bool, Tensor};
 use burn_flex::{Flex, FlexTensor};
 
 /// The value burn's path sets masked (padding) attention scores to before
@@ -50,18 +49,13 @@ pub fn attention_probs<B: Backend>(
         rows_per_sequence: heads * len_q,
         divisor,
     };
-    let for_inference = masked.clone();
     dispatch(
         scores,
-        |s| attention_probs_autodiff(s, &masked, shape),
         |s| {
-            let s = contiguous(s.into_primitive().tensor());
-            Tensor::from_primitive(TensorPrimitive::Float(attention_probs_forward(
-                &s,
-                &for_inference,
-                shape,
-            )))
+            let probs = attention_probs_forward(&s.primitive, &masked, shape);
+            record(AttentionProbsBackward, [&s], (probs.clone(), shape), probs)
         },
+        |s| attention_probs_forward(s, &masked, shape),
         |s| burns(s, mask_pad),
     )
 }
@@ -117,21 +111,11 @@ impl Backward<Flex, 1> for AttentionProbsBackward {
     }
 }
 
-fn attention_probs_autodiff(
-    scores: Tensor<Cpu, 4>,
-    masked: &[bool],
-    shape: SoftmaxShape,
-) -> Tensor<Cpu, 4> {
-    let s = contiguous_node(scores.into_primitive());
-    let probs = attention_probs_forward(&s.primitive, masked, shape);
-    record(AttentionProbsBackward, [&s], (probs.clone(), shape), probs)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::cpu_ops::graph::test_support::{close, values};
-    use crate::CpuInference;
+    use crate::{Cpu, CpuInference};
     use burn::tensor::{Distribution, TensorData};
     #[test]
     fn attention_probs_on_the_cpu_match_burns_in_value_and_gradient() {

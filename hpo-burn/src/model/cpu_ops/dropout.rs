@@ -1,15 +1,14 @@
 //! Dropout on the CPU: the mask drawn and applied in one threaded pass, and
 //! drawn again in the backward pass.
 
-use super::graph::{contiguous_node, dispatch, flex_tensor, record};
+use super::graph::{dispatch, flex_tensor, record};
 use crate::host::contiguous;
 use crate::kernels::DropoutMask;
-use crate::Cpu;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{unary, Backward, Ops};
 use burn::tensor::backend::Backend;
-use burn::tensor::{Tensor, TensorData, TensorPrimitive};
+use burn::tensor::{Tensor, TensorData};
 use burn_flex::{Flex, FlexTensor};
 
 /// `x` with `mask`'s dropout applied (see [`crate::kernels::DropoutMask`]): on the
@@ -20,11 +19,15 @@ use burn_flex::{Flex, FlexTensor};
 pub fn dropout<B: Backend, const D: usize>(x: Tensor<B, D>, mask: DropoutMask) -> Tensor<B, D> {
     dispatch(
         x,
-        |x| dropout_autodiff(x, mask),
         |x| {
-            let x = contiguous(x.into_primitive().tensor());
-            Tensor::from_primitive(TensorPrimitive::Float(dropout_forward(&x, mask)))
+            record(
+                DropoutBackward,
+                [&x],
+                mask,
+                dropout_forward(&x.primitive, mask),
+            )
         },
+        |x| dropout_forward(x, mask),
         |x| {
             let shape = x.shape();
             let mut factors = vec![1.0f32; shape.num_elements()];
@@ -63,17 +66,11 @@ impl Backward<Flex, 1> for DropoutBackward {
     }
 }
 
-fn dropout_autodiff<const D: usize>(x: Tensor<Cpu, D>, mask: DropoutMask) -> Tensor<Cpu, D> {
-    let x = contiguous_node(x.into_primitive());
-    let y = dropout_forward(&x.primitive, mask);
-    record(DropoutBackward, [&x], mask, y)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::cpu_ops::graph::test_support::values;
-    use crate::CpuInference;
+    use crate::{Cpu, CpuInference};
     use burn::tensor::Distribution;
     #[test]
     fn dropout_on_the_cpu_applies_the_mask_forward_and_backward() {

@@ -1,17 +1,17 @@
 //! BERT's summed embeddings on the CPU: one threaded pass forward, each
 //! table's gradient zeroed on every core and the rows added in.
 
-use super::graph::{contiguous_node, flex_tensor, record};
-use crate::host::{cast, contiguous, recast};
+use super::graph::{dispatch3, flex_tensor, record};
+use crate::host::contiguous;
 use crate::kernels;
-use crate::{Cpu, CpuInference};
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops};
 use burn::nn::Embedding;
 use burn::tensor::backend::Backend;
-use burn::tensor::{Int, Tensor, TensorPrimitive};
+use burn::tensor::{Int, Tensor};
 use burn_flex::{Flex, FlexTensor};
+use std::sync::Arc;
 
 /// BERT's embeddings before their layer norm: `token[input_ids] +
 /// position[0..len] + segment[segment_ids]`, `[batch, len, width]` from
@@ -64,44 +64,32 @@ pub fn embed<B: Backend>(
     {
         return burns(input_ids, segment_ids);
     }
-    let lookup = Lookup {
+    // Shared, not copied, between the forward pass and the node's state.
+    let lookup = Arc::new(Lookup {
         ids,
         segments,
         batch,
         len,
         width,
         table_rows,
-    };
-    let tables = (
-        token.weight.val(),
-        position.weight.val(),
-        segment.weight.val(),
-    );
-    let tables = match cast::<_, (Tensor<Cpu, 2>, Tensor<Cpu, 2>, Tensor<Cpu, 2>)>(tables) {
-        Ok(t) => return recast(embed_autodiff(t, lookup)),
-        Err(t) => t,
-    };
-    match cast::<
-        _,
+    });
+    dispatch3(
         (
-            Tensor<CpuInference, 2>,
-            Tensor<CpuInference, 2>,
-            Tensor<CpuInference, 2>,
+            token.weight.val(),
+            position.weight.val(),
+            segment.weight.val(),
         ),
-    >(tables)
-    {
-        Ok((t, p, s)) => {
-            let [t, p, s] = [t, p, s].map(|x| contiguous(x.into_primitive().tensor()));
-            recast(Tensor::<CpuInference, 3>::from_primitive(
-                TensorPrimitive::Float(embed_forward([&t, &p, &s], &lookup)),
-            ))
-        }
-        Err(_) => burns(input_ids, segment_ids),
-    }
+        |[t, p, s]| {
+            let y = embed_forward([&t.primitive, &p.primitive, &s.primitive], &lookup);
+            record(EmbedBackward, [&t, &p, &s], Arc::clone(&lookup), y)
+        },
+        |tables| embed_forward(tables, &lookup),
+        |_| burns(input_ids, segment_ids),
+    )
 }
 
 /// The ids of one [`embed`] call, checked against the tables' sizes.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Lookup {
     ids: Vec<usize>,
     segments: Vec<usize>,
@@ -141,9 +129,9 @@ fn embed_forward(tables: [&FlexTensor; 3], lookup: &Lookup) -> FlexTensor {
 struct EmbedBackward;
 
 impl Backward<Flex, 3> for EmbedBackward {
-    type State = Lookup;
+    type State = Arc<Lookup>;
 
-    fn backward(self, ops: Ops<Lookup, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+    fn backward(self, ops: Ops<Arc<Lookup>, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
         let lookup = ops.state;
         let dy = contiguous(grads.consume::<Flex>(&ops.node));
         let width = lookup.width;
@@ -167,19 +155,11 @@ impl Backward<Flex, 3> for EmbedBackward {
     }
 }
 
-fn embed_autodiff(
-    tables: (Tensor<Cpu, 2>, Tensor<Cpu, 2>, Tensor<Cpu, 2>),
-    lookup: Lookup,
-) -> Tensor<Cpu, 3> {
-    let [t, p, s] = [tables.0, tables.1, tables.2].map(|x| contiguous_node(x.into_primitive()));
-    let y = embed_forward([&t.primitive, &p.primitive, &s.primitive], &lookup);
-    record(EmbedBackward, [&t, &p, &s], lookup, y)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::cpu_ops::graph::test_support::values;
+    use crate::{Cpu, CpuInference};
     use burn::module::AutodiffModule;
     use burn::tensor::TensorData;
     #[test]

@@ -1,15 +1,14 @@
 //! The exact GELU on the CPU: Cephes' `expf` and an erf written to
 //! vectorise, threaded, one autodiff node.
 
-use super::graph::{contiguous_node, dispatch, flex_tensor, record};
+use super::graph::{dispatch, flex_tensor, record};
 use crate::host::contiguous;
 use crate::kernels;
-use crate::{Cpu, CpuInference};
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{unary, Backward, Ops};
 use burn::tensor::backend::Backend;
-use burn::tensor::{Tensor, TensorPrimitive};
+use burn::tensor::Tensor;
 use burn_flex::{Flex, FlexTensor};
 
 /// The exact GELU, `x · Φ(x)`: hpo's fused, threaded kernels on the CPU
@@ -17,8 +16,15 @@ use burn_flex::{Flex, FlexTensor};
 pub fn gelu<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
     dispatch(
         x,
-        gelu_autodiff,
-        gelu_inference,
+        |x| {
+            record(
+                GeluBackward,
+                [&x],
+                x.primitive.clone(),
+                gelu_forward(&x.primitive),
+            )
+        },
+        gelu_forward,
         burn::tensor::activation::gelu,
     )
 }
@@ -42,11 +48,6 @@ fn gelu_backward(x: &FlexTensor, grad: FlexTensor) -> FlexTensor {
     grad
 }
 
-fn gelu_inference<const D: usize>(x: Tensor<CpuInference, D>) -> Tensor<CpuInference, D> {
-    let x = contiguous(x.into_primitive().tensor());
-    Tensor::from_primitive(TensorPrimitive::Float(gelu_forward(&x)))
-}
-
 /// The GELU node of the autodiff graph: its state is the input, from which
 /// the backward pass computes the derivative.
 #[derive(Debug)]
@@ -61,16 +62,11 @@ impl Backward<Flex, 1> for GeluBackward {
     }
 }
 
-fn gelu_autodiff<const D: usize>(x: Tensor<Cpu, D>) -> Tensor<Cpu, D> {
-    let x = contiguous_node(x.into_primitive());
-    let y = gelu_forward(&x.primitive);
-    record(GeluBackward, [&x], x.primitive.clone(), y)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::cpu_ops::graph::test_support::{close, values};
+    use crate::{Cpu, CpuInference};
     use burn::tensor::{Distribution, TensorData};
     #[test]
     fn gelu_on_the_cpu_matches_burns_in_value_and_gradient() {

@@ -11,31 +11,81 @@ use burn::tensor::ops::FloatTensor;
 use burn::tensor::{DType, Tensor, TensorPrimitive};
 use burn_flex::{Flex, FlexTensor, Layout};
 
-/// `x` through `train` on [`Cpu`], through `infer` on [`CpuInference`],
-/// through `other` on any other backend.
+/// An op over `x`, by backend. On [`Cpu`], `train` gets `x` as the
+/// autodiff graph's tensor with its values made contiguous (and registers
+/// its node with [`record`]); on [`CpuInference`], `infer` gets `x`'s
+/// contiguous values and returns the output's; on any other backend, `other`
+/// gets `x` as it is.
 pub(super) fn dispatch<B: Backend, const DI: usize, const DO: usize>(
     x: Tensor<B, DI>,
-    train: impl FnOnce(Tensor<Cpu, DI>) -> Tensor<Cpu, DO>,
-    infer: impl FnOnce(Tensor<CpuInference, DI>) -> Tensor<CpuInference, DO>,
+    train: impl FnOnce(FloatTensor<Cpu>) -> Tensor<Cpu, DO>,
+    infer: impl FnOnce(&FlexTensor) -> FlexTensor,
     other: impl FnOnce(Tensor<B, DI>) -> Tensor<B, DO>,
 ) -> Tensor<B, DO> {
     let x = match cast::<_, Tensor<Cpu, DI>>(x) {
-        Ok(x) => return recast(train(x)),
+        Ok(x) => return recast(train(contiguous_node(x.into_primitive()))),
         Err(x) => x,
     };
     match cast::<_, Tensor<CpuInference, DI>>(x) {
-        Ok(x) => recast(infer(x)),
+        Ok(x) => recast(inference::<DO>(infer(&contiguous(
+            x.into_primitive().tensor(),
+        )))),
         Err(x) => other(x),
+    }
+}
+
+/// [`dispatch`] for an op over three tensors (an input and two parameters,
+/// say), each handed to the CPU paths contiguous.
+pub(super) fn dispatch3<
+    B: Backend,
+    const D1: usize,
+    const D2: usize,
+    const D3: usize,
+    const DO: usize,
+>(
+    args: (Tensor<B, D1>, Tensor<B, D2>, Tensor<B, D3>),
+    train: impl FnOnce([FloatTensor<Cpu>; 3]) -> Tensor<Cpu, DO>,
+    infer: impl FnOnce([&FlexTensor; 3]) -> FlexTensor,
+    other: impl FnOnce((Tensor<B, D1>, Tensor<B, D2>, Tensor<B, D3>)) -> Tensor<B, DO>,
+) -> Tensor<B, DO> {
+    let args = match cast::<_, (Tensor<Cpu, D1>, Tensor<Cpu, D2>, Tensor<Cpu, D3>)>(args) {
+        Ok((a, b, c)) => {
+            let nodes =
+                [a.into_primitive(), b.into_primitive(), c.into_primitive()].map(contiguous_node);
+            return recast(train(nodes));
+        }
+        Err(args) => args,
+    };
+    match cast::<
+        _,
+        (
+            Tensor<CpuInference, D1>,
+            Tensor<CpuInference, D2>,
+            Tensor<CpuInference, D3>,
+        ),
+    >(args)
+    {
+        Ok((a, b, c)) => {
+            let [a, b, c] = [a.into_primitive(), b.into_primitive(), c.into_primitive()]
+                .map(|t| contiguous(t.tensor()));
+            recast(inference::<DO>(infer([&a, &b, &c])))
+        }
+        Err(args) => other(args),
     }
 }
 
 /// An input of an op as the autodiff graph's tensor, its values made
 /// contiguous for the kernels (the node, where its gradient goes, is the
 /// same).
-pub(super) fn contiguous_node(t: TensorPrimitive<Cpu>) -> FloatTensor<Cpu> {
+fn contiguous_node(t: TensorPrimitive<Cpu>) -> FloatTensor<Cpu> {
     let mut t = t.tensor();
     t.primitive = contiguous(t.primitive);
     t
+}
+
+/// An inference op's output values as a tensor.
+fn inference<const D: usize>(values: FlexTensor) -> Tensor<CpuInference, D> {
+    Tensor::from_primitive(TensorPrimitive::Float(values))
 }
 
 /// `output`, computed by `op` from `parents`, as a tensor of the autodiff

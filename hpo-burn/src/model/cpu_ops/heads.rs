@@ -4,12 +4,13 @@
 use super::graph::{dispatch, flex_tensor, record};
 use crate::host::contiguous;
 use crate::kernels;
-use crate::{Cpu, CpuInference};
+use crate::Cpu;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{unary, Backward, Ops};
 use burn::tensor::backend::Backend;
-use burn::tensor::{Tensor, TensorPrimitive};
+use burn::tensor::ops::FloatTensor;
+use burn::tensor::Tensor;
 use burn_flex::{Flex, FlexTensor};
 
 /// `[batch · len, heads · d]` hidden states as `[batch, heads, len, d]`
@@ -27,8 +28,8 @@ pub fn split_heads<B: Backend>(
     let dims = [batch, len, heads, d];
     dispatch(
         x,
-        |x| permute_autodiff(x, dims, true),
-        |x| permute_inference(x, dims, true),
+        |x| permute_node(x, dims, true),
+        |x| permute_heads(x, dims, true),
         |x| x.reshape(dims).swap_dims(1, 2),
     )
 }
@@ -40,8 +41,8 @@ pub fn merge_heads<B: Backend>(x: Tensor<B, 4>) -> Tensor<B, 2> {
     let dims = [batch, len, heads, d];
     dispatch(
         x,
-        |x| permute_autodiff(x, dims, false),
-        |x| permute_inference(x, dims, false),
+        |x| permute_node(x, dims, false),
+        |x| permute_heads(x, dims, false),
         |x| x.swap_dims(1, 2).reshape([batch * len, heads * d]),
     )
 }
@@ -62,15 +63,6 @@ fn permute_heads(x: &FlexTensor, dims: [usize; 4], to_heads: bool) -> FlexTensor
     flex_tensor(out, shape)
 }
 
-fn permute_inference<const DI: usize, const DO: usize>(
-    x: Tensor<CpuInference, DI>,
-    dims: [usize; 4],
-    to_heads: bool,
-) -> Tensor<CpuInference, DO> {
-    let x = x.into_primitive().tensor();
-    Tensor::from_primitive(TensorPrimitive::Float(permute_heads(&x, dims, to_heads)))
-}
-
 /// The head permutation's node: its backward pass is the inverse copy.
 #[derive(Debug)]
 struct PermuteHeadsBackward;
@@ -87,12 +79,12 @@ impl Backward<Flex, 1> for PermuteHeadsBackward {
     }
 }
 
-fn permute_autodiff<const DI: usize, const DO: usize>(
-    x: Tensor<Cpu, DI>,
+/// `x` permuted, as the autodiff graph's node.
+fn permute_node<const DO: usize>(
+    x: FloatTensor<Cpu>,
     dims: [usize; 4],
     to_heads: bool,
 ) -> Tensor<Cpu, DO> {
-    let x = x.into_primitive().tensor();
     let y = permute_heads(&x.primitive, dims, to_heads);
     record(PermuteHeadsBackward, [&x], (dims, to_heads), y)
 }

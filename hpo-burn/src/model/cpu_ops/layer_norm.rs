@@ -1,16 +1,15 @@
 //! Layer norm on the CPU: one row-wise kernel forward, one backward for x,
 //! gamma and beta.
 
-use super::graph::{contiguous_node, flex_tensor, record};
-use crate::host::{cast, contiguous, recast};
+use super::graph::{dispatch3, flex_tensor, record};
+use crate::host::contiguous;
 use crate::kernels;
-use crate::{Cpu, CpuInference};
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops};
 use burn::nn::LayerNorm;
 use burn::tensor::backend::Backend;
-use burn::tensor::{Tensor, TensorPrimitive};
+use burn::tensor::Tensor;
 use burn_flex::{Flex, FlexTensor};
 
 /// Layer norm over the last dimension with `norm`'s weights and `eps`:
@@ -26,34 +25,17 @@ pub fn layer_norm<B: Backend, const D: usize>(
     let Some(beta) = &norm.beta else {
         return norm.forward(x);
     };
-    let args = (x, norm.gamma.val(), beta.val());
-    let args = match cast::<_, (Tensor<Cpu, D>, Tensor<Cpu, 1>, Tensor<Cpu, 1>)>(args) {
-        Ok((x, gamma, beta)) => return recast(layer_norm_autodiff(x, gamma, beta, eps)),
-        Err(args) => args,
-    };
-    match cast::<
-        _,
-        (
-            Tensor<CpuInference, D>,
-            Tensor<CpuInference, 1>,
-            Tensor<CpuInference, 1>,
-        ),
-    >(args)
-    {
-        Ok((x, gamma, beta)) => {
-            let [x, gamma, beta] = [
-                x.into_primitive(),
-                gamma.into_primitive(),
-                beta.into_primitive(),
-            ]
-            .map(|t| contiguous(t.tensor()));
-            let (y, _, _) = layer_norm_forward(&x, &gamma, &beta, eps);
-            recast(Tensor::<CpuInference, D>::from_primitive(
-                TensorPrimitive::Float(y),
-            ))
-        }
-        Err((x, _, _)) => norm.forward(x),
-    }
+    dispatch3(
+        (x, norm.gamma.val(), beta.val()),
+        |[x, gamma, beta]| {
+            let (y, normalized, rstd) =
+                layer_norm_forward(&x.primitive, &gamma.primitive, &beta.primitive, eps);
+            let state = (normalized, rstd, gamma.primitive.clone());
+            record(LayerNormBackward, [&x, &gamma, &beta], state, y)
+        },
+        |[x, gamma, beta]| layer_norm_forward(x, gamma, beta, eps).0,
+        |(x, _, _)| norm.forward(x),
+    )
 }
 
 /// Layer norm forward on contiguous flex tensors: `(y, x̂, 1/σ per row)`.
@@ -118,28 +100,11 @@ impl Backward<Flex, 3> for LayerNormBackward {
     }
 }
 
-fn layer_norm_autodiff<const D: usize>(
-    x: Tensor<Cpu, D>,
-    gamma: Tensor<Cpu, 1>,
-    beta: Tensor<Cpu, 1>,
-    eps: f64,
-) -> Tensor<Cpu, D> {
-    let [x, gamma, beta] = [
-        x.into_primitive(),
-        gamma.into_primitive(),
-        beta.into_primitive(),
-    ]
-    .map(contiguous_node);
-    let (y, normalized, rstd) =
-        layer_norm_forward(&x.primitive, &gamma.primitive, &beta.primitive, eps);
-    let state = (normalized, rstd, gamma.primitive.clone());
-    record(LayerNormBackward, [&x, &gamma, &beta], state, y)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::cpu_ops::graph::test_support::{close, values};
+    use crate::{Cpu, CpuInference};
     use burn::tensor::{Distribution, TensorData};
     #[test]
     fn layer_norm_on_the_cpu_matches_burns_in_value_and_gradients() {

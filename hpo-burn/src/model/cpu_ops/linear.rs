@@ -1,17 +1,16 @@
 //! Linear layers on the CPU: burn-flex's products, with the bias, its
 //! gradient and the weight's transposed copy in threaded kernels.
 
-use super::graph::{contiguous_node, flex_tensor, record};
-use crate::host::{cast, contiguous, recast};
+use super::graph::{dispatch3, flex_tensor, record};
+use crate::host::contiguous;
 use crate::kernels;
-use crate::{Cpu, CpuInference};
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops};
 use burn::nn::Linear;
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensorOps;
-use burn::tensor::{Tensor, TensorPrimitive};
+use burn::tensor::Tensor;
 use burn_flex::{Flex, FlexTensor};
 
 /// `layer`'s affine map `x · W + b` of `[rows, in]` inputs. On the CPU
@@ -26,34 +25,21 @@ pub fn linear<B: Backend>(layer: &Linear<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
     let Some(bias) = &layer.bias else {
         return layer.forward(x);
     };
-    let args = (x, layer.weight.val(), bias.val());
-    let args = match cast::<_, (Tensor<Cpu, 2>, Tensor<Cpu, 2>, Tensor<Cpu, 1>)>(args) {
-        Ok((x, w, b)) => return recast(linear_autodiff(x, w, b)),
-        Err(args) => args,
-    };
-    match cast::<
-        _,
-        (
-            Tensor<CpuInference, 2>,
-            Tensor<CpuInference, 2>,
-            Tensor<CpuInference, 1>,
-        ),
-    >(args)
-    {
-        Ok((x, w, b)) => {
-            let [x, w, b] = [x.into_primitive(), w.into_primitive(), b.into_primitive()]
-                .map(|t| contiguous(t.tensor()));
-            recast(Tensor::<CpuInference, 2>::from_primitive(
-                TensorPrimitive::Float(linear_forward(x, &w, &b)),
-            ))
-        }
-        Err((x, _, _)) => layer.forward(x),
-    }
+    dispatch3(
+        (x, layer.weight.val(), bias.val()),
+        |[x, w, b]| {
+            let y = linear_forward(&x.primitive, &w.primitive, &b.primitive);
+            let state = (x.primitive.clone(), w.primitive.clone());
+            record(LinearBackward, [&x, &w, &b], state, y)
+        },
+        |[x, w, b]| linear_forward(x, w, b),
+        |(x, _, _)| layer.forward(x),
+    )
 }
 
 /// `x · w + b` on contiguous flex tensors.
-fn linear_forward(x: FlexTensor, w: &FlexTensor, b: &FlexTensor) -> FlexTensor {
-    let mut y = contiguous(Flex::float_matmul(x, w.clone()));
+fn linear_forward(x: &FlexTensor, w: &FlexTensor, b: &FlexTensor) -> FlexTensor {
+    let mut y = contiguous(Flex::float_matmul(x.clone(), w.clone()));
     let n = y.layout().num_elements();
     let width = b.layout().num_elements();
     kernels::add_row_in_place(
@@ -96,18 +82,11 @@ impl Backward<Flex, 3> for LinearBackward {
     }
 }
 
-fn linear_autodiff(x: Tensor<Cpu, 2>, w: Tensor<Cpu, 2>, b: Tensor<Cpu, 1>) -> Tensor<Cpu, 2> {
-    let [x, w, b] =
-        [x.into_primitive(), w.into_primitive(), b.into_primitive()].map(contiguous_node);
-    let y = linear_forward(x.primitive.clone(), &w.primitive, &b.primitive);
-    let state = (x.primitive.clone(), w.primitive.clone());
-    record(LinearBackward, [&x, &w, &b], state, y)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::cpu_ops::graph::test_support::{close, values};
+    use crate::{Cpu, CpuInference};
     use burn::module::AutodiffModule;
     use burn::tensor::{Distribution, TensorData};
     #[test]
