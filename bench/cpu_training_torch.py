@@ -16,9 +16,11 @@ pooler dense layer with tanh, dropout, and a fresh linear layer over the
 classes: hpo-burn's BertClassifier with `Pooling::Mean` and no hidden head
 layers. Loss: cross-entropy weighted by the batches file's class weights
 (weighted mean, as burn's). Optimizer: AdamW over all parameters (burn
-decays every parameter too) with burn's epsilon 1e-5, each step's learning
-rate taken from the file, every parameter's gradient clipped to norm 1 on
-its own (burn's `GradientClippingConfig::Norm` is per parameter).
+decays every parameter too) with the file's epsilon, each step's learning
+rate taken from the file, the gradient clipped to the file's norm as the
+file's scope says: all parameters as one vector (`"global"`,
+`clip_grad_norm_` over the model) or each parameter on its own
+(`"per_parameter"`, burn's `GradientClippingConfig::Norm`).
 
 Timing and CPU use (resource.getrusage) cover the training loop and the
 validation pass separately; peak RSS is the process's ru_maxrss.
@@ -124,7 +126,9 @@ def main(batches_path, out_path, profile_path=None):
         eps=opt["eps"],
         weight_decay=opt["weight_decay"],
     )
-    clip = opt["clip_norm_per_parameter"]
+    clip = opt["clip_norm"]
+    if opt["clip_scope"] not in ("global", "per_parameter"):
+        sys.exit(f"unknown clip scope {opt['clip_scope']!r} in {batches_path}")
     loss_fn = torch.nn.CrossEntropyLoss(
         weight=torch.tensor(job["class_weights"], dtype=torch.float32)
     )
@@ -147,7 +151,9 @@ def main(batches_path, out_path, profile_path=None):
         optimizer.zero_grad(set_to_none=True)
         loss = loss_fn(model(ids, segs, mask), labels)
         loss.backward()
-        if clip is not None:
+        if clip is not None and opt["clip_scope"] == "global":
+            torch.nn.utils.clip_grad_norm_(params, clip)
+        elif clip is not None:
             for p in params:
                 if p.grad is not None:
                     torch.nn.utils.clip_grad_norm_([p], clip)

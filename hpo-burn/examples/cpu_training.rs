@@ -10,7 +10,8 @@
 //! shape when it cannot be had), 1,200 VADER training tweets split as
 //! `criteria` splits them (seed 42), length 64, micro-batch 16, hpo-burn's
 //! length-bucketed batches, AdamW (lr 8e-5, 10% warm-up then linear decay,
-//! weight decay 0.01, per-parameter clipping at norm 1), balanced loss, one
+//! weight decay 0.01, the gradient clipped to norm 1 over all parameters,
+//! as `TrainConfig` does by default), balanced loss, one
 //! epoch, then the validation pass.
 //!
 //! 1. Plans the epoch with the trainer's own [`Trainer::epoch_plan`] and
@@ -42,8 +43,8 @@ use hpo_burn::burn::tensor::backend::Backend;
 use hpo_burn::memory::process_peak_rss;
 use hpo_burn::train::{TrainData, Trainer, WarmupLinear};
 use hpo_burn::{
-    load_tsv, Checkpoint, Cpu, Dataset, ModelCache, Pooling, Preset, Recorder, RunSpec, TextTask,
-    TrainConfig, TsvSpec, ALL_MINILM_L6_V2,
+    load_tsv, Checkpoint, ClipScope, Cpu, Dataset, ModelCache, Pooling, Preset, Recorder, RunSpec,
+    TextTask, TrainConfig, TsvSpec, ALL_MINILM_L6_V2,
 };
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -221,6 +222,13 @@ fn main() -> anyhow::Result<()> {
             warmup_ratio: 0.1,
             weight_decay: 0.01,
             grad_clip: Some(1.0),
+            // `HPO_CLIP_SCOPE=per_parameter` clips as burn does, to
+            // compare with the default (global) on both sides.
+            grad_clip_scope: match std::env::var("HPO_CLIP_SCOPE").as_deref() {
+                Ok("per_parameter") => ClipScope::PerParameter,
+                Ok("global") | Err(_) => ClipScope::Global,
+                Ok(other) => anyhow::bail!("HPO_CLIP_SCOPE={other}: not global or per_parameter"),
+            },
             balanced_loss: true,
             eval_batch: 64,
             // `HPO_TRAIN_SEED` varies the training seed (batch order,
@@ -300,9 +308,10 @@ fn main() -> anyhow::Result<()> {
         "optimizer": {
             "name": "AdamW",
             "betas": [0.9, 0.999],
-            "eps": 1e-5,
+            "eps": spec.train.adam_epsilon,
             "weight_decay": spec.train.weight_decay,
-            "clip_norm_per_parameter": spec.train.grad_clip,
+            "clip_norm": spec.train.grad_clip,
+            "clip_scope": spec.train.grad_clip_scope,
         },
         "steps": steps,
         "valid_batches": valid_batches,

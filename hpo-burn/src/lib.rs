@@ -107,7 +107,9 @@ pub use crate::model::{BertClassifier, ModelConfig, Pooling, Preset};
 pub use crate::pretrained::Checkpoint;
 pub use crate::task::{run, run_with_model, RunSpec, TextTask, DEFAULT_TRAINED_VOCAB};
 pub use crate::tokenize::TextTokenizer;
-pub use crate::train::{FitReport, Recorder, TrainConfig, TrainData, Trainer, TrialSink};
+pub use crate::train::{
+    ClipScope, FitReport, Recorder, TrainConfig, TrainData, Trainer, TrialSink,
+};
 
 /// The CPU training backend: autodiff over burn-flex, f32.
 pub type Cpu = burn::backend::Autodiff<CpuInference>;

@@ -1,16 +1,19 @@
-//! AdamW with per-parameter gradient clipping by norm, one fused pass per
-//! parameter tensor on the CPU.
+//! AdamW with gradient clipping by norm, one fused pass per parameter tensor
+//! on the CPU.
 //!
 //! The same optimizer as burn's `AdamW` with burn's `GradientClipping::Norm`
 //! (clipping each parameter tensor's gradient to the norm on its own, as
 //! burn does): the same formulas in the same rounding order, the same
-//! defaults (`β1 = 0.9`, `β2 = 0.999`, `ε = 1e-5`). burn computes them as a
+//! defaults (`β1 = 0.9`, `β2 = 0.999`, `ε = 1e-5`). Clipping over all
+//! parameters at once is the trainer's: it sets the shared
+//! [`GradScale`] before each step ([`super::clip`]). burn computes them as a
 //! chain of about fifteen whole-tensor ops per parameter, each on one thread
 //! into a new buffer; on the CPU backend this module makes one pass for the
 //! gradient's norm and one that updates the weights and both moments in
 //! place, each split across rayon's threads ([`crate::kernels`]). Other
 //! backends (CUDA) run the same formulas as burn tensor ops.
 
+use super::clip::GradScale;
 use crate::host::{cast, contiguous, recast};
 use crate::kernels::{self, AdamWStep};
 use crate::CpuInference;
@@ -35,6 +38,9 @@ pub struct AdamW {
     /// Each parameter tensor's gradient is scaled down to this norm when
     /// longer; `None` leaves gradients as they are.
     pub clip_norm: Option<f32>,
+    /// Every gradient is multiplied by this factor (1 unless its holder
+    /// sets it; the trainer's global clip does), before `clip_norm` applies.
+    pub grad_scale: GradScale,
 }
 
 impl AdamW {
@@ -46,6 +52,7 @@ impl AdamW {
             epsilon: 1e-5,
             weight_decay,
             clip_norm,
+            grad_scale: GradScale::default(),
         }
     }
 
@@ -145,8 +152,9 @@ impl AdamW {
         let (mut m, mut v) = (flex(moment_1), flex(moment_2));
         let g = &grad.storage::<f32>()[..n];
         // Clipping's factor, as burn's `GradientClipping::Norm` computes it.
-        let grad_scale = self.clip_norm.map_or(1.0, |max| {
-            (max / (kernels::l2_norm(g) + f32::MIN_POSITIVE)).min(1.0)
+        let shared = self.grad_scale.get();
+        let grad_scale = self.clip_norm.map_or(shared, |max| {
+            shared * (max / (shared * kernels::l2_norm(g) + f32::MIN_POSITIVE)).min(1.0)
         });
         kernels::adamw_in_place(
             &self.scalars(lr, time, grad_scale),
@@ -171,6 +179,12 @@ impl AdamW {
         grad: Tensor<B, D>,
         state: Option<AdamWState<B, D>>,
     ) -> (Tensor<B, D>, AdamWState<B, D>) {
+        let shared = self.grad_scale.get();
+        let grad = if shared == 1.0 {
+            grad
+        } else {
+            grad.mul_scalar(shared)
+        };
         let grad = match self.clip_norm {
             Some(max) => {
                 let norm = grad.clone().square().sum().sqrt();
@@ -290,23 +304,56 @@ mod tests {
     #[test]
     fn the_fused_cpu_step_equals_the_tensor_ops_step() {
         let device = Default::default();
-        let optim = AdamW::new(0.01, Some(0.5));
-        let p =
-            Tensor::<CpuInference, 2>::random([33, 70], Distribution::Normal(0.0, 1.0), &device);
-        let (mut a, mut b) = ((p.clone(), None), (p, None));
-        for _ in 0..4 {
-            let g = Tensor::<CpuInference, 2>::random(
+        for (clip, scale) in [(Some(0.5), 1.0), (None, 0.3), (Some(0.5), 0.3)] {
+            let optim = AdamW::new(0.01, clip);
+            optim.grad_scale.set(scale);
+            let p = Tensor::<CpuInference, 2>::random(
                 [33, 70],
                 Distribution::Normal(0.0, 1.0),
                 &device,
             );
-            let (t, s) = optim.step_cpu(3e-3, a.0, g.clone(), a.1);
-            a = (t, Some(s));
-            let (t, s) = optim.step_tensors(3e-3, b.0, g, b.1);
-            b = (t, Some(s));
+            let (mut a, mut b) = ((p.clone(), None), (p, None));
+            for _ in 0..4 {
+                let g = Tensor::<CpuInference, 2>::random(
+                    [33, 70],
+                    Distribution::Normal(0.0, 1.0),
+                    &device,
+                );
+                let (t, s) = optim.step_cpu(3e-3, a.0, g.clone(), a.1);
+                a = (t, Some(s));
+                let (t, s) = optim.step_tensors(3e-3, b.0, g, b.1);
+                b = (t, Some(s));
+            }
+            for (x, y) in values(a.0).iter().zip(values(b.0)) {
+                assert!((x - y).abs() < 1e-6, "{clip:?} {scale}: {x} against {y}");
+            }
         }
-        for (x, y) in values(a.0).iter().zip(values(b.0)) {
+    }
+
+    #[test]
+    fn the_shared_scale_multiplies_every_gradient() {
+        let device = Default::default();
+        let p = Tensor::<CpuInference, 2>::random([9, 13], Distribution::Normal(0.0, 1.0), &device);
+        let g = Tensor::<CpuInference, 2>::random([9, 13], Distribution::Normal(0.0, 1.0), &device);
+        // Adam is invariant to a constant gradient scale but for ε: a large
+        // ε makes the scale visible in the weights.
+        let run = |scale: f32, pre: f32| {
+            let optim = AdamW::new(0.01, None).with_epsilon(1.0);
+            optim.grad_scale.set(scale);
+            let mut a = (p.clone(), None);
+            for _ in 0..3 {
+                let (t, s) = optim.step_cpu(1e-2, a.0, g.clone().mul_scalar(pre), a.1);
+                a = (t, Some(s));
+            }
+            values(a.0)
+        };
+        let (scaled, prescaled, plain) = (run(0.25, 1.0), run(1.0, 0.25), run(1.0, 1.0));
+        for (x, y) in scaled.iter().zip(&prescaled) {
             assert!((x - y).abs() < 1e-6, "{x} against {y}");
         }
+        assert!(
+            scaled.iter().zip(&plain).any(|(x, y)| (x - y).abs() > 1e-4),
+            "the scale must change the step for the test to cover it"
+        );
     }
 }

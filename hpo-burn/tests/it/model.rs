@@ -5,7 +5,7 @@ use hpo_burn::burn::nn::loss::CrossEntropyLoss;
 use hpo_burn::burn::optim::{AdamWConfig, GradientsParams, Optimizer};
 use hpo_burn::burn::tensor::backend::Backend;
 use hpo_burn::burn::tensor::cast::ToElement;
-use hpo_burn::{Cpu, ModelConfig, Preset, Recorder, TrainConfig, TrainData, Trainer};
+use hpo_burn::{ClipScope, Cpu, ModelConfig, Preset, Recorder, TrainConfig, TrainData, Trainer};
 
 fn small_config() -> ModelConfig {
     ModelConfig::new(40, 3, 2, 32, 4, 64).with_head(2, 16)
@@ -79,6 +79,12 @@ fn loss_decreases_on_a_fixed_batch() {
 }
 
 fn fit_once(seed: u64) -> hpo_burn::FitReport {
+    fit_with(seed, |_| ())
+}
+
+/// Two epochs of the small model on toy data, `adjust` applied to the
+/// training configuration.
+fn fit_with(seed: u64, adjust: impl FnOnce(&mut TrainConfig)) -> hpo_burn::FitReport {
     let device = Default::default();
     Cpu::seed(&device, seed);
     let config = small_config();
@@ -92,6 +98,8 @@ fn fit_once(seed: u64) -> hpo_burn::FitReport {
         seed,
         ..TrainConfig::default()
     };
+    let mut cfg = cfg;
+    adjust(&mut cfg);
     let trainer = Trainer::<Cpu>::new(cfg, config, "small", device);
     let data = TrainData {
         train: &train,
@@ -115,6 +123,28 @@ fn training_is_deterministic_under_a_seed() {
     };
     assert_eq!(strip(&a), strip(&b));
     assert_eq!(a.history.len(), 2);
+}
+
+#[test]
+fn the_global_clip_bites_only_past_its_norm_and_differs_from_per_parameter() {
+    let _lock = crate::backend_lock();
+    let losses = |clip: Option<f32>, scope: ClipScope| -> Vec<f64> {
+        fit_with(3, |c| {
+            c.grad_clip = clip;
+            c.grad_clip_scope = scope;
+        })
+        .history
+        .iter()
+        .map(|e| e.train_loss)
+        .collect()
+    };
+    let none = losses(None, ClipScope::Global);
+    // A norm no gradient reaches: the factor is exactly 1, so nothing moves.
+    assert_eq!(losses(Some(1e9), ClipScope::Global), none);
+    let global = losses(Some(1e-3), ClipScope::Global);
+    let per_parameter = losses(Some(1e-3), ClipScope::PerParameter);
+    assert_ne!(global, none, "a tight global clip must change training");
+    assert_ne!(global, per_parameter, "one factor for all is not one each");
 }
 
 #[test]
