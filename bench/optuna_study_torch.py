@@ -34,6 +34,12 @@ its model on the test split (user attributes `test_macro_f1`,
 `test_accuracy`); nothing that chooses trials reads them. Output: a JSON
 summary of the study (trial counts by state, best validation and test
 macro-F1, wall time) and, with `--storage`, the study itself.
+
+`--replay JSON` runs no study: it trains one configuration `--replay-runs`
+times as trials 0, 1, ... (seeds `--seed` + number, as `criteria` seeds its
+trials) and scores every run on both splits; `bench/replay_config.py` runs
+it beside `criteria --enqueue` to compare the two trainers configuration for
+configuration.
 """
 
 import argparse
@@ -138,6 +144,15 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--storage", default=None, help="an Optuna storage URL (default: in memory)")
     ap.add_argument("--out", required=True, help="the JSON summary")
+    ap.add_argument(
+        "--replay",
+        default=None,
+        metavar="JSON",
+        help="no study: train this configuration (a JSON object of parameters) "
+        "--replay-runs times, as trials 0, 1, ... (training seeds --seed + number), "
+        "and write each run's validation and test macro-F1",
+    )
+    ap.add_argument("--replay-runs", type=int, default=5)
     a = ap.parse_args()
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
@@ -209,6 +224,28 @@ def main():
             trial.set_user_attr("test_macro_f1", test_f1)
             trial.set_user_attr("test_accuracy", test_acc)
         return value
+
+    if a.replay is not None:
+        params = json.loads(a.replay)
+        runs = []
+        for number in range(a.replay_runs):
+            best["value"] = -math.inf  # every run scores itself on the test split
+            trial = optuna.trial.FixedTrial(params, number=number)
+            start = time.perf_counter()
+            value = objective(trial)
+            runs.append(
+                {
+                    "number": number,
+                    "seed": a.seed + number,
+                    "validation_macro_f1": value,
+                    "test_macro_f1": trial.user_attrs.get("test_macro_f1"),
+                    "seconds": time.perf_counter() - start,
+                }
+            )
+            print(json.dumps(runs[-1]), flush=True)
+        with open(a.out, "w") as f:
+            json.dump({"params": params, "runs": runs}, f, indent=2)
+        return 0
 
     sampler = optuna.samplers.TPESampler(seed=a.seed)
     study = optuna.create_study(

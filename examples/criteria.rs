@@ -39,8 +39,8 @@ use anyhow::{bail, Context};
 use clap::Parser;
 use hpo::executor::{self, ProcessConfig, GIB};
 use hpo::{
-    Direction, FrozenTrial, HyperbandConfig, Optimize, PatientConfig, PatientPruner, Resource,
-    SearchSpace, Study, TpeSampler, Trial, TrialError, TrialState,
+    Direction, FrozenTrial, HyperbandConfig, Optimize, ParamValue, PatientConfig, PatientPruner,
+    Resource, SearchSpace, Study, TpeSampler, Trial, TrialError, TrialState,
 };
 use hpo_burn::burn::module::{AutodiffModule, Module};
 use hpo_burn::burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
@@ -144,8 +144,81 @@ struct Args {
     /// without running a study: the exact data, to give another tool.
     #[arg(long, value_name = "DIR")]
     write_splits: Option<PathBuf>,
+    /// A configuration to run before the sampler's own (Optuna's
+    /// `enqueue_trial`): a JSON object of parameter values, named as each
+    /// trial's line prints them, such as `{"backbone": "Heavy", "lr":
+    /// 1.5e-4}`; parameters left out are sampled. Repeatable (the same
+    /// configuration twice runs it with two training seeds); replaces the
+    /// built-in warm start of a new study.
+    #[arg(long, value_name = "JSON", value_parser = parse_params)]
+    enqueue: Vec<Params>,
 }
 // ANCHOR_END: args
+
+/// Parameter values by name, as `--enqueue` takes them.
+type Params = Vec<(String, ParamValue)>;
+
+/// `--enqueue`'s JSON object.
+fn parse_params(text: &str) -> Result<Params, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not JSON ({e}): `{text}`"))?;
+    let serde_json::Value::Object(fields) = value else {
+        return Err(format!(
+            "expected a JSON object of parameter values, such as {{\"lr\": 1e-4}}, not `{text}`"
+        ));
+    };
+    fields
+        .into_iter()
+        .map(|(name, v)| match ParamValue::from_json_value(&v) {
+            Some(p) => Ok((name, p)),
+            None => Err(format!(
+                "`{name}`: {v} is not a parameter value (a number, string, boolean or null)"
+            )),
+        })
+        .collect()
+}
+
+/// Whether an enqueued value came back from sampling as itself (a choice of
+/// 8 and the integer 8 are one value; floats to rounding).
+fn same_value(got: &ParamValue, want: &ParamValue) -> bool {
+    match (got.as_f64(), want.as_f64()) {
+        (Some(a), Some(b)) => (a - b).abs() <= 1e-12 * a.abs().max(b.abs()),
+        _ => got.to_json_value() == want.to_json_value(),
+    }
+}
+
+/// Checks that `params` name parameters of the space `S` with values inside
+/// it, by sampling them as a trial would: an enqueued value outside the
+/// space would otherwise be replaced by a sampled one with only a warning.
+fn check_enqueued<S: SearchSpace>(params: &Params) -> anyhow::Result<()> {
+    let study = Study::builder()
+        .direction(Direction::Maximize)
+        .sampler(hpo::RandomSampler::seeded(0))
+        .build()?;
+    study.enqueue(params.clone())?;
+    let mut trial = study.ask()?;
+    let sampled = S::sample(&mut trial)
+        .map_err(|e| anyhow::anyhow!("--enqueue: {e}"))?
+        .to_params();
+    for (name, value) in params {
+        match sampled.iter().find(|(n, _)| n == name) {
+            None => {
+                let names: Vec<&str> = sampled.iter().map(|(n, _)| n.as_str()).collect();
+                bail!(
+                    "--enqueue: `{name}` is not a parameter of this study or is inactive in \
+                     this configuration (parameters: {})",
+                    names.join(", ")
+                )
+            }
+            Some((_, got)) if !same_value(got, value) => bail!(
+                "--enqueue: `{name}` = {value} is outside the search space (see `criteria \
+                 --help` and the book's search-space page)"
+            ),
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
 
 /// How trials run (`--jobs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -775,7 +848,18 @@ fn run<B: AutodiffBackend>(
     executor::worker_main(run_trial)?;
 
     let study = open_study(args, jobs)?;
-    if !args.from_scratch && study.trials()?.is_empty() {
+    for params in &args.enqueue {
+        if args.from_scratch {
+            check_enqueued::<FromScratch>(params)?;
+        } else {
+            check_enqueued::<FineTune>(params)?;
+        }
+    }
+    if !args.enqueue.is_empty() {
+        for params in &args.enqueue {
+            study.enqueue(params.clone())?;
+        }
+    } else if !args.from_scratch && study.trials()?.is_empty() {
         study.enqueue(warm_start().to_params())?;
     }
     let mut opts = Optimize::new()
@@ -1335,6 +1419,38 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         dir
+    }
+
+    #[test]
+    fn enqueued_configurations_are_checked_against_the_space() {
+        let parse = |t: &str| parse_params(t);
+        assert!(parse("[1]").unwrap_err().contains("JSON object"));
+        assert!(parse("{lr: 1}").unwrap_err().contains("not JSON"));
+        assert!(parse(r#"{"lr": [1]}"#).unwrap_err().contains("`lr`"));
+        // Optuna's best configuration of the book's study, as its log prints it.
+        let optuna = parse(
+            r#"{"backbone": "Heavy", "lr": 0.00015019040418574965, "batch_size": 8,
+                "max_len": 48, "grad_accum": 1, "head_layers": 0,
+                "dropout": 0.05330537738970882, "warmup": 0.042090092888516034,
+                "weight_decay": 0.0021495517716368217}"#,
+        )
+        .unwrap();
+        check_enqueued::<FineTune>(&optuna).unwrap();
+        check_enqueued::<FineTune>(&warm_start().to_params()).unwrap();
+        let err = |t: &str| {
+            check_enqueued::<FineTune>(&parse(t).unwrap())
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(err(r#"{"lrr": 1e-4}"#).contains("`lrr` is not a parameter"));
+        assert!(err(r#"{"lr": 1.0}"#).contains("`lr` = 1 is outside"));
+        assert!(err(r#"{"batch_size": 12}"#).contains("`batch_size` = 12"));
+        assert!(err(r#"{"backbone": "Huge"}"#).contains("`backbone`"));
+        // The heavy-model rule is part of the space.
+        assert!(err(r#"{"backbone": "Heavy", "batch_size": 32}"#).contains("`batch_size`"));
+        // A from-scratch preset is not a fine-tuning value and vice versa.
+        assert!(check_enqueued::<FromScratch>(&parse(r#"{"batch_size": 48}"#).unwrap()).is_ok());
+        assert!(err(r#"{"batch_size": 48}"#).contains("`batch_size` = 48"));
     }
 
     #[test]
