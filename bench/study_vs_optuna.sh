@@ -12,13 +12,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUDGET="${1:-720}"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/hpo-target}"
-cargo build --release --example criteria >&2
-CRITERIA="$CARGO_TARGET_DIR/release/examples/criteria"
-PY="$(bench/torch-venv.sh)"
-CHECKPOINT="${HPO_CACHE:-$HOME/.cache/hpo}/all-MiniLM-L6-v2-0.1.0"
-if [ ! -f "$CHECKPOINT/model.safetensors" ]; then
-    # criteria fetches the checkpoint into the cache on first use.
-    "$CRITERIA" --trials 0 --storage "sqlite:///$(mktemp -d)/fetch.db" >&2
-fi
+. bench/criteria-env.sh
 exec "$PY" bench/study_vs_optuna.py --criteria "$CRITERIA" --checkpoint "$CHECKPOINT" --budget "$BUDGET" "${@:2}"
