@@ -848,6 +848,8 @@ fn run<B: AutodiffBackend>(
     executor::worker_main(run_trial)?;
 
     let study = open_study(args, jobs)?;
+    // Every configuration is checked before any is enqueued, so a bad one
+    // leaves the study as it was.
     for params in &args.enqueue {
         if args.from_scratch {
             check_enqueued::<FromScratch>(params)?;
@@ -855,11 +857,10 @@ fn run<B: AutodiffBackend>(
             check_enqueued::<FineTune>(params)?;
         }
     }
-    if !args.enqueue.is_empty() {
-        for params in &args.enqueue {
-            study.enqueue(params.clone())?;
-        }
-    } else if !args.from_scratch && study.trials()?.is_empty() {
+    for params in &args.enqueue {
+        study.enqueue(params.clone())?;
+    }
+    if args.enqueue.is_empty() && !args.from_scratch && study.trials()?.is_empty() {
         study.enqueue(warm_start().to_params())?;
     }
     let mut opts = Optimize::new()

@@ -572,14 +572,19 @@ fn splitmix64(z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The Euclidean norm of `x`, summed in f64 chunk by chunk and the chunks
+/// The sum of the squares of `x`, in f64 chunk by chunk and the chunks
 /// added in order: the same result however many threads there are.
-pub fn l2_norm(x: &[f32]) -> f32 {
+pub fn sum_of_squares(x: &[f32]) -> f64 {
     let partial: Vec<f64> = x
         .par_chunks(CHUNK)
         .map(|c| c.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>())
         .collect();
-    partial.iter().sum::<f64>().sqrt() as f32
+    partial.iter().sum::<f64>()
+}
+
+/// The Euclidean norm of `x` ([`sum_of_squares`]' root).
+pub fn l2_norm(x: &[f32]) -> f32 {
+    sum_of_squares(x).sqrt() as f32
 }
 
 #[cfg(test)]

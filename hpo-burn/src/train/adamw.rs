@@ -4,14 +4,15 @@
 //! The same optimizer as burn's `AdamW` with burn's `GradientClipping::Norm`
 //! (clipping each parameter tensor's gradient to the norm on its own, as
 //! burn does): the same formulas in the same rounding order, the same
-//! defaults (`β1 = 0.9`, `β2 = 0.999`, `ε = 1e-5`). Clipping over all
-//! parameters at once is the trainer's: it sets the shared
-//! [`GradScale`] before each step ([`super::clip`]). burn computes them as a
+//! defaults (`β1 = 0.9`, `β2 = 0.999`, `ε = 1e-5`). burn computes them as a
 //! chain of about fifteen whole-tensor ops per parameter, each on one thread
 //! into a new buffer; on the CPU backend this module makes one pass for the
 //! gradient's norm and one that updates the weights and both moments in
 //! place, each split across rayon's threads ([`crate::kernels`]). Other
 //! backends (CUDA) run the same formulas as burn tensor ops.
+//!
+//! Clipping over all parameters at once is the trainer's: it sets the
+//! shared [`GradScale`] before each step ([`super::clip`]).
 
 use super::clip::GradScale;
 use crate::host::{cast, contiguous, recast};

@@ -104,8 +104,7 @@ impl<B: AutodiffBackend> ModuleVisitor<B> for SquaredNorms<'_, B> {
             Ok(grad) => {
                 let n = grad.shape().num_elements();
                 let flex = contiguous(grad.into_primitive().tensor());
-                let norm = f64::from(kernels::l2_norm(&flex.storage::<f32>()[..n]));
-                self.host += norm * norm;
+                self.host += kernels::sum_of_squares(&flex.storage::<f32>()[..n]);
             }
             Err(grad) => {
                 let sum = grad.square().sum();
