@@ -286,9 +286,17 @@ fn optimize_processes(
     objective: DynObjective<'_>,
 ) -> Result<()> {
     if let Some(a) = worker::assignment_for(study.name())? {
-        worker::run_and_exit(&a, objective);
+        worker::run_and_exit(&a, objective, Some(study.pruner()));
     }
     config.check_url(study)?;
+    if study.pruner().to_config().is_none() {
+        tracing::warn!(
+            study = study.name(),
+            "the study's pruner has no `Pruner::to_config`: workers rebuild it only where \
+             they build the study themselves and reach `Study::optimize_with`; trials of \
+             workers started through `executor::worker_main` fail"
+        );
+    }
     let Some(hb) = study.heartbeat_setting() else {
         return Err(Error::InvalidConfig(format!(
             "study `{}`: worker processes need heartbeats, so that a trial whose worker or \
@@ -545,6 +553,7 @@ impl Coordinator<'_> {
             relaunchable: shrink(l.batch, min_micro).is_some(),
             parent: std::process::id(),
             host_peak: self.config.host_memory,
+            pruner: self.study.pruner().to_config(),
         };
         match self.spawn(&assignment, l.device) {
             Ok((child, stderr, reader)) => {

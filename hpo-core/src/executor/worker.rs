@@ -2,7 +2,8 @@
 //!
 //! The coordinator starts `std::env::current_exe()` with the same arguments
 //! and the environment variable [`WORKER_ENV`] holding a JSON assignment
-//! (study name, storage URL, trial id, heartbeat setting, coordinator pid).
+//! (study name, storage URL, trial id, heartbeat setting, coordinator pid,
+//! the settings of the study's pruner, which the storage does not hold).
 //! [`worker_main`] (or `Study::optimize_with` with processes, when it is
 //! reached in a worker) opens the study, adopts the RUNNING trial the
 //! coordinator handed over, beats for it, runs the objective, records the
@@ -13,12 +14,14 @@ use super::{
     is_oom_text, Batch, ACCUMULATION_ATTR, MICRO_BATCH_ATTR, PEAK_BYTES_ATTR, PEAK_RSS_ATTR,
 };
 use crate::error::{Error, Result};
+use crate::pruner::{Pruner, PrunerConfig};
 use crate::study::Study;
 use crate::study::Trial;
 use crate::trial::{FailureKind, IntoTrialResult, TrialError, TrialState};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The environment variable that makes a process a worker; its value is the
@@ -47,6 +50,10 @@ pub(crate) struct Assignment {
     /// the objective records none (trials that use host memory only).
     #[serde(default)]
     pub(crate) host_peak: bool,
+    /// The study's pruner, rebuilt in the worker (the storage does not hold
+    /// it); `None` when it has no [`PrunerConfig`].
+    #[serde(default)]
+    pub(crate) pruner: Option<PrunerConfig>,
 }
 
 /// Whether this process is a worker started by the executor.
@@ -85,16 +92,22 @@ where
     let Some(a) = assignment()? else {
         return Ok(());
     };
-    run_and_exit(&a, &objective)
+    run_and_exit(&a, &objective, None)
 }
 
-/// Runs the assignment and exits with the worker's status.
-pub(crate) fn run_and_exit<F, R>(a: &Assignment, objective: &F) -> !
+/// Runs the assignment and exits with the worker's status. `local` is the
+/// pruner of the study this process built itself, if it built one: used
+/// when the coordinator's pruner could not be sent.
+pub(crate) fn run_and_exit<F, R>(
+    a: &Assignment,
+    objective: &F,
+    local: Option<&Arc<dyn Pruner>>,
+) -> !
 where
     F: Fn(&mut Trial) -> R + ?Sized,
     R: IntoTrialResult,
 {
-    let code = match run_assigned(a, objective) {
+    let code = match run_assigned(a, objective, local) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("hpo worker for trial id {}: {e}", a.trial_id);
@@ -109,13 +122,29 @@ pub(crate) fn assignment_for(study: &str) -> Result<Option<Assignment>> {
     Ok(assignment()?.filter(|a| a.study == study))
 }
 
-fn run_assigned<F, R>(a: &Assignment, objective: &F) -> Result<()>
+fn run_assigned<F, R>(a: &Assignment, objective: &F, local: Option<&Arc<dyn Pruner>>) -> Result<()>
 where
     F: Fn(&mut Trial) -> R + ?Sized,
     R: IntoTrialResult,
 {
     watch_parent(a.parent);
+    // The trial prunes as the coordinator's study would: the storage holds
+    // no pruner, and a study opened from it alone gets the default one.
+    let pruner: std::result::Result<Arc<dyn Pruner>, String> = match (&a.pruner, local) {
+        (Some(config), _) => Ok(config.init()?),
+        (None, Some(p)) => Ok(Arc::clone(p)),
+        (None, None) => Err(format!(
+            "study `{}`: its pruner cannot be rebuilt in a worker process started through \
+             `executor::worker_main`: it is not one of hpo's pruners (its `Pruner::to_config` \
+             returns None); implement `to_config`, or let workers reach \
+             `Study::optimize_with` with the study built as the coordinator builds it",
+            a.study
+        )),
+    };
     let mut builder = Study::builder().name(&a.study).storage_url(&a.storage);
+    if let Ok(p) = &pruner {
+        builder = builder.pruner(Arc::clone(p));
+    }
     if let Some((interval, grace)) = a.heartbeat_ms {
         builder = builder.heartbeat(
             Duration::from_millis(interval),
@@ -124,6 +153,11 @@ where
     }
     let study = builder.load()?;
     let mut trial = study.adopt(a.trial_id)?;
+    if let Err(message) = pruner {
+        return study
+            .finish_outcome(trial, Ok(Err(TrialError::Failed(message))))
+            .map(|_| ());
+    }
     let outcome = match catch_unwind(AssertUnwindSafe(|| {
         objective(&mut trial).into_trial_result()
     })) {

@@ -152,6 +152,75 @@ mod tests {
         assert!(c.init().is_ok());
     }
 
+    /// Every pruner of this crate gives back the settings it was built
+    /// from (what a worker process rebuilds it with), non-default ones
+    /// included; a wrapper around a pruner without settings has none.
+    #[test]
+    fn every_pruner_gives_back_its_settings() {
+        let configs = [
+            PrunerConfig::Nop,
+            PrunerConfig::Median(MedianConfig {
+                n_startup_trials: 2,
+                n_warmup_steps: 3,
+                interval_steps: 4,
+                n_min_trials: 5,
+            }),
+            PrunerConfig::Percentile(PercentileConfig {
+                percentile: 25.0,
+                n_startup_trials: 1,
+                n_warmup_steps: 2,
+                interval_steps: 3,
+                n_min_trials: 4,
+            }),
+            PrunerConfig::SuccessiveHalving(SuccessiveHalvingConfig {
+                min_resource: Resource::Steps(2),
+                reduction_factor: 3,
+                min_early_stopping_rate: 1,
+                bootstrap_count: 0,
+            }),
+            PrunerConfig::Hyperband(HyperbandConfig {
+                min_resource: 1,
+                max_resource: Resource::Auto,
+                reduction_factor: 2,
+                bootstrap_count: 0,
+            }),
+            PrunerConfig::Threshold(ThresholdConfig {
+                lower: Some(-1.0),
+                upper: None,
+                n_warmup_steps: 1,
+                interval_steps: 2,
+            }),
+            PrunerConfig::Patient {
+                config: PatientConfig {
+                    patience: 2,
+                    min_delta: 0.5,
+                },
+                wrapped: Some(Box::new(PrunerConfig::Median(MedianConfig::default()))),
+            },
+            PrunerConfig::Patient {
+                config: PatientConfig::default(),
+                wrapped: None,
+            },
+        ];
+        for c in configs {
+            assert_eq!(c.init().unwrap().to_config().as_ref(), Some(&c));
+        }
+
+        struct Own;
+        impl Pruner for Own {
+            fn prune(
+                &self,
+                _: &crate::view::StudyView<'_>,
+                _: &crate::trial::FrozenTrial,
+            ) -> Result<crate::pruner::Decision> {
+                Ok(crate::pruner::Decision::keep())
+            }
+        }
+        assert!(Own.to_config().is_none());
+        let wrapped = PatientPruner::new(Own, PatientConfig::default()).unwrap();
+        assert!(wrapped.to_config().is_none());
+    }
+
     #[test]
     fn bad_nested_settings_are_reported() {
         let c: PrunerConfig = serde_json::from_str(

@@ -15,7 +15,8 @@
 //! trial's bracket through [`Pruner::bracket`] to show samplers the same subset.
 
 use super::{
-    check_at_least, Decision, Pruner, Resource, SuccessiveHalvingConfig, SuccessiveHalvingPruner,
+    check_at_least, Decision, Pruner, PrunerConfig, Resource, SuccessiveHalvingConfig,
+    SuccessiveHalvingPruner,
 };
 use crate::error::{Error, Result};
 use crate::trial::{FrozenTrial, TrialState};
@@ -213,6 +214,10 @@ impl Pruner for HyperbandPruner {
             .get()?
             .bracket_of(study.name(), trial.number)?;
         u32::try_from(b).ok()
+    }
+
+    fn to_config(&self) -> Option<PrunerConfig> {
+        Some(PrunerConfig::Hyperband(self.config))
     }
 }
 

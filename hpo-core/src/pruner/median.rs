@@ -1,7 +1,7 @@
 //! The median stopping rule: percentile pruning at the 50th percentile.
 
 use super::percentile::{PercentileConfig, PercentilePruner};
-use super::{Decision, Pruner};
+use super::{Decision, Pruner, PrunerConfig};
 use crate::error::Result;
 use crate::trial::FrozenTrial;
 use crate::view::StudyView;
@@ -84,6 +84,16 @@ impl Default for MedianPruner {
 impl Pruner for MedianPruner {
     fn prune(&self, study: &StudyView<'_>, trial: &FrozenTrial) -> Result<Decision> {
         self.inner.prune(study, trial)
+    }
+
+    fn to_config(&self) -> Option<PrunerConfig> {
+        let c = self.inner.config();
+        Some(PrunerConfig::Median(MedianConfig {
+            n_startup_trials: c.n_startup_trials,
+            n_warmup_steps: c.n_warmup_steps,
+            interval_steps: c.interval_steps,
+            n_min_trials: c.n_min_trials,
+        }))
     }
 }
 

@@ -111,6 +111,14 @@ pub trait Pruner: Send + Sync {
     fn bracket(&self, _study: &StudyView<'_>, _trial: &FrozenTrial) -> Option<u32> {
         None
     }
+
+    /// The settings that rebuild this pruner in another process: the
+    /// executor's worker processes prune with the study's pruner rebuilt
+    /// from them. `None` (the default) for a pruner that no
+    /// [`PrunerConfig`] describes, such as one written outside this crate.
+    fn to_config(&self) -> Option<PrunerConfig> {
+        None
+    }
 }
 
 impl<P: Pruner + ?Sized> Pruner for Arc<P> {
@@ -120,6 +128,9 @@ impl<P: Pruner + ?Sized> Pruner for Arc<P> {
     fn bracket(&self, study: &StudyView<'_>, trial: &FrozenTrial) -> Option<u32> {
         (**self).bracket(study, trial)
     }
+    fn to_config(&self) -> Option<PrunerConfig> {
+        (**self).to_config()
+    }
 }
 
 impl<P: Pruner + ?Sized> Pruner for Box<P> {
@@ -128,6 +139,9 @@ impl<P: Pruner + ?Sized> Pruner for Box<P> {
     }
     fn bracket(&self, study: &StudyView<'_>, trial: &FrozenTrial) -> Option<u32> {
         (**self).bracket(study, trial)
+    }
+    fn to_config(&self) -> Option<PrunerConfig> {
+        (**self).to_config()
     }
 }
 

@@ -1,6 +1,6 @@
 //! The pruner that never prunes.
 
-use super::{Decision, Pruner};
+use super::{Decision, Pruner, PrunerConfig};
 use crate::error::Result;
 use crate::trial::FrozenTrial;
 use crate::view::StudyView;
@@ -12,5 +12,9 @@ pub struct NopPruner;
 impl Pruner for NopPruner {
     fn prune(&self, _study: &StudyView<'_>, _trial: &FrozenTrial) -> Result<Decision> {
         Ok(Decision::keep())
+    }
+
+    fn to_config(&self) -> Option<PrunerConfig> {
+        Some(PrunerConfig::Nop)
     }
 }

@@ -1,6 +1,6 @@
 //! Patience: consult a pruner only once a trial has stopped improving.
 
-use super::{nan_best, single_direction, Decision, Pruner};
+use super::{nan_best, single_direction, Decision, Pruner, PrunerConfig};
 use crate::direction::Direction;
 use crate::error::{Error, Result};
 use crate::trial::FrozenTrial;
@@ -122,6 +122,19 @@ impl<P: Pruner> Pruner for PatientPruner<P> {
 
     fn bracket(&self, study: &StudyView<'_>, trial: &FrozenTrial) -> Option<u32> {
         self.wrapped.as_ref()?.bracket(study, trial)
+    }
+
+    /// Patience around the wrapped pruner's settings; `None` when the
+    /// wrapped pruner has none.
+    fn to_config(&self) -> Option<PrunerConfig> {
+        let wrapped = match &self.wrapped {
+            Some(p) => Some(Box::new(p.to_config()?)),
+            None => None,
+        };
+        Some(PrunerConfig::Patient {
+            config: self.config,
+            wrapped,
+        })
     }
 }
 

@@ -1,7 +1,7 @@
 //! Percentile pruning: stop a trial whose best value so far is worse than a
 //! percentile of the COMPLETE trials' values at the same step.
 
-use super::{check_at_least, nan_best, single_direction, step_due, Decision, Pruner};
+use super::{check_at_least, nan_best, single_direction, step_due, Decision, Pruner, PrunerConfig};
 use crate::direction::Direction;
 use crate::error::{Error, Result};
 use crate::trial::FrozenTrial;
@@ -119,6 +119,10 @@ impl Pruner for PercentilePruner {
             Direction::Maximize => best < p,
             Direction::Minimize => best > p,
         }))
+    }
+
+    fn to_config(&self) -> Option<PrunerConfig> {
+        Some(PrunerConfig::Percentile(self.config))
     }
 }
 

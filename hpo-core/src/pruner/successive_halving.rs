@@ -17,7 +17,7 @@
 //! to take Optuna's decisions, and keeps studies readable by Optuna in both
 //! directions. The attributes travel in [`Decision::system_attrs`].
 
-use super::{check_at_least, single_direction, Decision, Pruner, Resource};
+use super::{check_at_least, single_direction, Decision, Pruner, PrunerConfig, Resource};
 use crate::direction::Direction;
 use crate::error::{Error, Result};
 use crate::trial::{FrozenTrial, TrialState};
@@ -191,6 +191,10 @@ impl Pruner for SuccessiveHalvingPruner {
             }
             rung += 1;
         }
+    }
+
+    fn to_config(&self) -> Option<PrunerConfig> {
+        Some(PrunerConfig::SuccessiveHalving(self.config))
     }
 }
 

@@ -1,6 +1,6 @@
 //! Threshold pruning: a guard against divergence.
 
-use super::{check_at_least, step_due, Decision, Pruner};
+use super::{check_at_least, step_due, Decision, Pruner, PrunerConfig};
 use crate::error::{Error, Result};
 use crate::trial::FrozenTrial;
 use crate::view::StudyView;
@@ -92,6 +92,10 @@ impl Pruner for ThresholdPruner {
         Ok(Decision::from(
             latest.is_nan() || latest < self.lower || latest > self.upper,
         ))
+    }
+
+    fn to_config(&self) -> Option<PrunerConfig> {
+        Some(PrunerConfig::Threshold(self.config))
     }
 }
 

@@ -12,8 +12,10 @@ use hpo_core::executor::{
     self, AdmissionPolicy, Batch, MemoryEstimator, ProcessConfig, QueuePolicy, Shape,
     ACCUMULATION_ATTR, EXIT_ATTR, GIB, MICRO_BATCH_ATTR, OOM_RETRIES_ATTR, STDERR_ATTR,
 };
+use hpo_core::pruner::{Decision, MedianPruner, NopPruner, Pruner};
 use hpo_core::storage::SqliteStorage;
 use hpo_core::trial::{FAILED_TRIAL_ATTR, RETRY_HISTORY_ATTR};
+use hpo_core::view::StudyView;
 use hpo_core::{
     FailureKind, FrozenTrial, Optimize, ParamValue, RandomSampler, RetryPolicy, Storage, Study,
     Trial, TrialError, TrialState,
@@ -25,8 +27,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const MODES: [&str; 8] = [
-    "ok", "slow", "panic", "abort", "signal", "hang", "oom", "oom_told",
+const MODES: [&str; 9] = [
+    "ok", "slow", "panic", "abort", "signal", "hang", "oom", "oom_told", "report",
 ];
 const BEAT: Duration = Duration::from_millis(100);
 const GRACE: Duration = Duration::from_millis(1500);
@@ -123,6 +125,15 @@ fn objective(trial: &mut Trial) -> Result<f64, TrialError> {
             config: json!({"micro_batch": run.micro}),
             message: "out of memory".into(),
         }),
+        // Reports its batch at step 0 (the study minimises) and stops if
+        // the study's pruner says so.
+        "report" => {
+            trial.report(0, batch as f64)?;
+            if trial.should_prune()? {
+                return Err(TrialError::Pruned);
+            }
+            Ok(value)
+        }
         _ => Ok(value),
     }
 }
@@ -190,6 +201,137 @@ fn enqueue(study: &Study, mode: &str, batch: i64) -> u64 {
 
 fn by_number(study: &Study) -> Vec<Arc<FrozenTrial>> {
     study.trials().unwrap()
+}
+
+/// A pruner written outside hpo: no settings to rebuild it from.
+struct OwnPruner;
+
+impl Pruner for OwnPruner {
+    fn prune(&self, _: &StudyView<'_>, _: &FrozenTrial) -> hpo_core::Result<Decision> {
+        Ok(Decision::keep())
+    }
+}
+
+/// Prunes every trial that reports; no settings to rebuild it from.
+struct StopAll;
+
+impl Pruner for StopAll {
+    fn prune(&self, _: &StudyView<'_>, _: &FrozenTrial) -> hpo_core::Result<Decision> {
+        Ok(Decision::stop())
+    }
+}
+
+/// A worker that builds its study itself, with a pruner hpo cannot
+/// rebuild, and reaches `optimize_with`: its trial prunes with that pruner.
+#[test]
+#[ignore = "run by executor_workers_prune_with_the_studys_pruner as a worker process"]
+fn worker_entry_own_study() {
+    let url = std::env::var("HPO_EXEC_URL").unwrap();
+    let name = std::env::var("HPO_EXEC_STUDY").unwrap();
+    let study = Study::builder()
+        .name(&name)
+        .storage_url(&url)
+        .pruner(StopAll)
+        .heartbeat(BEAT, GRACE)
+        .load()
+        .unwrap();
+    study
+        .optimize_with(
+            Optimize::new().trials(1).processes(config(&url, 2)),
+            objective,
+        )
+        .unwrap();
+    panic!("worker_entry_own_study runs only as a worker started by the executor");
+}
+
+/// The storage holds no pruner, so a worker once opened the study with the
+/// default one (median) whatever the coordinator's study was built with.
+/// Five trials report 1..5 at step 0 and complete; the sixth reports 60,
+/// which the median pruner stops and `NopPruner` lets finish. A pruner
+/// that cannot be rebuilt fails the trial with a message saying why.
+#[test]
+fn executor_workers_prune_with_the_studys_pruner() {
+    let cases: [(&str, Arc<dyn Pruner>, TrialState); 3] = [
+        ("nop", Arc::new(NopPruner), TrialState::Complete),
+        (
+            "median",
+            Arc::new(MedianPruner::default()),
+            TrialState::Pruned,
+        ),
+        ("own", Arc::new(OwnPruner), TrialState::Fail),
+    ];
+    for (tag, pruner, last) in cases {
+        let (_db, url) = temp_db(&format!("prune-{tag}"));
+        let name = format!("prune-{tag}-{}", std::process::id());
+        let study = Study::builder()
+            .name(&name)
+            .storage_url(&url)
+            .sampler(RandomSampler::seeded(1))
+            .pruner(pruner)
+            .heartbeat(BEAT, GRACE)
+            .build()
+            .unwrap();
+        let firsts: &[i64] = if tag == "own" { &[] } else { &[1, 2, 3, 4, 5] };
+        for &b in firsts {
+            enqueue(&study, "report", b);
+        }
+        enqueue(&study, "report", 60);
+        study
+            .optimize_with(
+                Optimize::new()
+                    .trials(firsts.len() + 1)
+                    // One at a time, in the order enqueued.
+                    .processes(config(&url, 64).max_workers(1).lookahead(1)),
+                objective,
+            )
+            .unwrap();
+        let trials = by_number(&study);
+        let states: Vec<_> = trials.iter().map(|t| t.state).collect();
+        let (last_trial, firsts_run) = trials.split_last().unwrap();
+        assert_eq!(last_trial.params()["batch"], ParamValue::from(60));
+        assert!(
+            firsts_run.iter().all(|t| t.state == TrialState::Complete),
+            "{tag}: {states:?}"
+        );
+        assert_eq!(last_trial.state, last, "{tag}: {states:?}");
+        if last == TrialState::Fail {
+            let why = last_trial.fail_reason().unwrap_or_default();
+            assert!(why.contains("Pruner::to_config"), "{tag}: {why}");
+        }
+    }
+
+    // The same kind of pruner in a worker that builds the study itself.
+    let (_db, url) = temp_db("prune-own-study");
+    let name = format!("prune-own-study-{}", std::process::id());
+    let study = Study::builder()
+        .name(&name)
+        .storage_url(&url)
+        .pruner(StopAll)
+        .heartbeat(BEAT, GRACE)
+        .build()
+        .unwrap();
+    enqueue(&study, "report", 1);
+    let worker = config(&url, 2)
+        .worker_args([
+            "executor::worker_entry_own_study",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("HPO_EXEC_URL", &url)
+        .env("HPO_EXEC_STUDY", &name);
+    study
+        .optimize_with(Optimize::new().trials(1).processes(worker), objective)
+        .unwrap();
+    let trials = by_number(&study);
+    let states: Vec<_> = trials.iter().map(|t| t.state).collect();
+    assert_eq!(
+        states,
+        [TrialState::Pruned],
+        "{:?}",
+        trials[0].fail_reason()
+    );
 }
 
 #[test]
