@@ -8,8 +8,8 @@ configuration of `criteria`'s fine-tuning space N times with hpo-burn
 (`criteria --enqueue JSON` N times, `--jobs in-process`: trials 0..N-1, seeds
 42..42+N-1) and N times with PyTorch (`bench/optuna_study_torch.py --replay`,
 the same seeds), on the splits `criteria --write-splits` writes, and reports
-each run's validation macro-F1 (and PyTorch's test macro-F1; `criteria`
-scores only a study's best trial on the test split). Writes
+each run's validation and test macro-F1 (`criteria --score-every-trial`
+scores every run on the test split, as the PyTorch replay does). Writes
 `bench/results/replay_config.json` and `.md` (or to `--out-dir`).
 
 Run it through `bench/replay_config.sh`, which builds `criteria` and finds
@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -57,7 +58,7 @@ def main():
     subprocess.run([a.criteria, "--write-splits", splits], check=True, stdout=subprocess.DEVNULL)
 
     cmd = [a.criteria, "--jobs", "in-process", "--trials", str(a.runs), "--timeout", "100000"]
-    cmd += ["--storage", f"sqlite:///{work}/replay.db"]
+    cmd += ["--storage", f"sqlite:///{work}/replay.db", "--score-every-trial"]
     for _ in range(a.runs):
         cmd += ["--enqueue", json.dumps(params)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -72,6 +73,14 @@ def main():
                         "seconds": float(m.group(3))})
     if len(hpo) != a.runs:
         sys.exit(f"criteria completed {len(hpo)} of {a.runs} runs; its log: {work}/criteria.log")
+    with sqlite3.connect(f"file:{work}/replay.db?mode=ro", uri=True) as db:
+        test = dict(db.execute(
+            "SELECT t.number, a.value_json FROM trials t JOIN trial_user_attributes a "
+            "ON a.trial_id = t.trial_id WHERE a.key = 'test_macro_f1'"))
+    for r in hpo:
+        if r["number"] not in test:
+            sys.exit(f"criteria stored no test score for trial {r['number']}; its database: {work}/replay.db")
+        r["test_macro_f1"] = float(json.loads(test[r["number"]]))
 
     torch_out = os.path.join(work, "torch.json")
     subprocess.run(
@@ -83,29 +92,31 @@ def main():
     with open(torch_out) as f:
         torch = json.load(f)["runs"]
 
-    def stats(runs):
-        v = [r["validation_macro_f1"] for r in runs]
+    def stats(runs, key):
+        v = [r[key] for r in runs]
         return {"mean": statistics.mean(v), "stdev": statistics.stdev(v) if len(v) > 1 else 0.0,
                 "min": min(v), "max": max(v)}
 
     result = {
         "params": params,
         "command": "bench/replay_config.sh " + " ".join(sys.argv[1:]),
-        "hpo_burn": {"runs": hpo, "validation": stats(hpo)},
-        "pytorch": {"runs": torch, "validation": stats(torch)},
+        "hpo_burn": {"runs": hpo, "validation": stats(hpo, "validation_macro_f1"),
+                     "test": stats(hpo, "test_macro_f1")},
+        "pytorch": {"runs": torch, "validation": stats(torch, "validation_macro_f1"),
+                    "test": stats(torch, "test_macro_f1")},
         "logs": work,
     }
     os.makedirs(a.out_dir, exist_ok=True)
     with open(os.path.join(a.out_dir, "replay_config.json"), "w") as f:
         json.dump(result, f, indent=2)
-    rows = ["| seed | hpo-burn validation macro-F1 | PyTorch validation macro-F1 | PyTorch test macro-F1 |",
-            "| ---: | ---: | ---: | ---: |"]
+    rows = ["| seed | hpo-burn validation macro-F1 | PyTorch validation macro-F1 "
+            "| hpo-burn test macro-F1 | PyTorch test macro-F1 |",
+            "| ---: | ---: | ---: | ---: | ---: |"]
     for h, t in zip(hpo, torch):
-        rows.append(f"| {h['seed']} | {h['validation_macro_f1']:.3f} | "
-                    f"{t['validation_macro_f1']:.3f} | {t['test_macro_f1']:.3f} |")
-    hs, ts = result["hpo_burn"]["validation"], result["pytorch"]["validation"]
-    rows.append(f"| mean (sd) | {hs['mean']:.3f} ({hs['stdev']:.3f}) | {ts['mean']:.3f} ({ts['stdev']:.3f}) | "
-                f"{statistics.mean(r['test_macro_f1'] for r in torch):.3f} |")
+        rows.append(f"| {h['seed']} | {h['validation_macro_f1']:.3f} | {t['validation_macro_f1']:.3f} | "
+                    f"{h['test_macro_f1']:.3f} | {t['test_macro_f1']:.3f} |")
+    cells = [result[side][split] for split in ("validation", "test") for side in ("hpo_burn", "pytorch")]
+    rows.append("| mean (sd) | " + " | ".join(f"{c['mean']:.3f} ({c['stdev']:.3f})" for c in cells) + " |")
     table = "\n".join(rows) + "\n\nConfiguration: `" + json.dumps(params) + "`.\n"
     with open(os.path.join(a.out_dir, "replay_config.md"), "w") as f:
         f.write(table)

@@ -95,6 +95,15 @@ def criteria_summary(db, output, wall, budget, mode):
     con.close()
     held_out = re.search(r"held-out test split .*?macro-F1 ([0-9.]+), accuracy ([0-9.]+)", output)
     per_trial = re.search(r"time per trial: mean ([0-9.]+)s", output)
+    # The summary prints the best trial's parameters as `  name = value`.
+    best_params = {}
+    summary = output[output.find("best trial #"):] if "best trial #" in output else ""
+    for m in re.finditer(r"^  (\w+) = (.+)$", summary, re.MULTILINE):
+        value = m.group(2).strip()
+        try:
+            best_params[m.group(1)] = json.loads(value)
+        except ValueError:
+            best_params[m.group(1)] = value
     return {
         "tool": f"hpo criteria ({mode})",
         "timeout_s": budget,
@@ -103,6 +112,7 @@ def criteria_summary(db, output, wall, budget, mode):
         "states": states,
         "best_trial": best[0] if best else None,
         "best_validation_macro_f1": best[1] if best else None,
+        "best_params": best_params,
         "test_macro_f1": float(held_out.group(1)) if held_out else None,
         "test_accuracy": float(held_out.group(2)) if held_out else None,
         "mean_trial_s": float(per_trial.group(1)) if per_trial else None,

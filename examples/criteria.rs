@@ -152,6 +152,12 @@ struct Args {
     /// built-in warm start of a new study.
     #[arg(long, value_name = "JSON", value_parser = parse_params)]
     enqueue: Vec<Params>,
+    /// Score every complete trial on the test split, not only the best,
+    /// and store it in the trial's user attributes `test_macro_f1` and
+    /// `test_accuracy`: for comparing trainers over many runs
+    /// (`bench/replay_config.sh`). Nothing that chooses trials reads them.
+    #[arg(long)]
+    score_every_trial: bool,
 }
 // ANCHOR_END: args
 
@@ -603,22 +609,27 @@ fn objective<B: AutodiffBackend>(
     let (model, report) =
         run_with_model::<B, _>(task, &spec, MemoryGuard::Unlimited, device, trial)?;
     let value = report.best_macro_f1;
-    if executor::is_worker() {
-        // The weights leave with this process: a trial that beats the
-        // study's best so far scores itself on the test split now, for the
-        // summary. Its value is final; nothing that chooses trials reads it.
-        let study = Study::builder()
-            .name(trial.study_name())
-            .storage_url(&args.storage)
-            .load()?;
-        if study
-            .best_trial()
-            .map_or(true, |b| b.value().is_none_or(|v| value > v))
-        {
-            let metrics = task.evaluate(&model.valid(), test, spec.train.max_len, device)?;
-            trial.set_user_attr(TEST_F1_ATTR, metrics.macro_f1)?;
-            trial.set_user_attr(TEST_ACCURACY_ATTR, metrics.accuracy)?;
-        }
+    // The weights leave with a worker process: a trial that beats the
+    // study's best so far scores itself on the test split now, for the
+    // summary (every trial does with --score-every-trial). Its value is
+    // final; nothing that chooses trials reads the test score.
+    let worker = executor::is_worker();
+    let score = args.score_every_trial
+        || (worker && {
+            let study = Study::builder()
+                .name(trial.study_name())
+                .storage_url(&args.storage)
+                .load()?;
+            study
+                .best_trial()
+                .map_or(true, |b| b.value().is_none_or(|v| value > v))
+        });
+    if score {
+        let metrics = task.evaluate(&model.valid(), test, spec.train.max_len, device)?;
+        trial.set_user_attr(TEST_F1_ATTR, metrics.macro_f1)?;
+        trial.set_user_attr(TEST_ACCURACY_ATTR, metrics.accuracy)?;
+    }
+    if worker {
         return Ok(value);
     }
     let mut kept = best.lock().unwrap_or_else(|e| e.into_inner());
@@ -1391,6 +1402,49 @@ mod tests {
             "{line}"
         );
         let _ = std::fs::remove_file(&db);
+    }
+
+    #[test]
+    fn score_every_trial_scores_each_trial_on_the_test_split() {
+        let dir = tempfile_dir("criteria-score-every");
+        std::fs::create_dir_all(&dir).unwrap();
+        let storage = format!("sqlite:{}", dir.join("study.db").display());
+        let args = Args::try_parse_from([
+            "criteria",
+            "--from-scratch",
+            "--jobs",
+            "in-process",
+            "--trials",
+            "2",
+            "--epochs",
+            "1",
+            "--train-limit",
+            "48",
+            "--validation",
+            "0.01",
+            "--test",
+            "0.01",
+            "--storage",
+            &storage,
+            "--score-every-trial",
+        ])
+        .unwrap();
+        start(args.clone()).unwrap();
+        let study = Study::builder()
+            .name(args.study_name())
+            .storage_url(&storage)
+            .load()
+            .unwrap();
+        let trials = study.trials().unwrap();
+        assert_eq!(trials.len(), 2);
+        for t in &trials {
+            assert_eq!(t.state, TrialState::Complete, "{t:?}");
+            for key in [TEST_F1_ATTR, TEST_ACCURACY_ATTR] {
+                let v = t.user_attrs.get(key).and_then(|v| v.as_f64());
+                assert!(v.is_some_and(|v| (0.0..=1.0).contains(&v)), "{key}: {t:?}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
