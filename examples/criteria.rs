@@ -1307,33 +1307,36 @@ mod tests {
         assert!(e.contains("`lots` is not a size"), "{e}");
     }
 
-    /// The arguments of the `--jobs 2` study, the same in the test and in its
-    /// workers (which find the database by their coordinator's pid).
-    fn two_worker_args(coordinator: u32) -> Args {
-        let db = std::env::temp_dir().join(format!("criteria-jobs2-{coordinator}.db"));
-        let mut args = Args::try_parse_from([
+    /// A from-scratch study small enough for a debug build: one epoch on 48
+    /// examples, small validation and test splits (evaluation dominates a
+    /// debug-build trial), stored at `storage`, with `extra` flags.
+    fn tiny_args(storage: &str, extra: &[&str]) -> Args {
+        let mut argv = vec![
             "criteria",
             "--from-scratch",
-            "--jobs",
-            "2",
-            "--memory-budget",
-            "8GiB",
-            "--trials",
-            "3",
             "--epochs",
             "1",
             "--train-limit",
             "48",
-            // Small validation and test splits: evaluation dominates a
-            // debug-build trial.
             "--validation",
             "0.01",
             "--test",
             "0.01",
             "--storage",
+            storage,
+        ];
+        argv.extend_from_slice(extra);
+        Args::try_parse_from(argv).unwrap()
+    }
+
+    /// The arguments of the `--jobs 2` study, the same in the test and in its
+    /// workers (which find the database by their coordinator's pid).
+    fn two_worker_args(coordinator: u32) -> Args {
+        let db = std::env::temp_dir().join(format!("criteria-jobs2-{coordinator}.db"));
+        let mut args = tiny_args(
             &format!("sqlite:{}", db.display()),
-        ])
-        .unwrap();
+            &["--jobs", "2", "--memory-budget", "8GiB", "--trials", "3"],
+        );
         args.worker_args = Some(
             [
                 "tests::two_workers_entry",
@@ -1409,26 +1412,16 @@ mod tests {
         let dir = tempfile_dir("criteria-score-every");
         std::fs::create_dir_all(&dir).unwrap();
         let storage = format!("sqlite:{}", dir.join("study.db").display());
-        let args = Args::try_parse_from([
-            "criteria",
-            "--from-scratch",
-            "--jobs",
-            "in-process",
-            "--trials",
-            "2",
-            "--epochs",
-            "1",
-            "--train-limit",
-            "48",
-            "--validation",
-            "0.01",
-            "--test",
-            "0.01",
-            "--storage",
+        let args = tiny_args(
             &storage,
-            "--score-every-trial",
-        ])
-        .unwrap();
+            &[
+                "--jobs",
+                "in-process",
+                "--trials",
+                "2",
+                "--score-every-trial",
+            ],
+        );
         start(args.clone()).unwrap();
         let study = Study::builder()
             .name(args.study_name())
