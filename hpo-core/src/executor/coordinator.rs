@@ -18,6 +18,7 @@ use super::{
     PEAK_BYTES_ATTR, RESERVED_BYTES_ATTR, STDERR_ATTR,
 };
 use crate::error::{Error, Result};
+use crate::pruner::PrunerConfig;
 use crate::study::Trial;
 use crate::study::{DynObjective, Limits, Study, TrialRunner};
 use crate::trial::{FailureKind, FrozenTrial, TrialError, TrialState};
@@ -289,7 +290,9 @@ fn optimize_processes(
         worker::run_and_exit(&a, objective, Some(study.pruner()));
     }
     config.check_url(study)?;
-    if study.pruner().to_config().is_none() {
+    // Read once: every assignment carries the same settings.
+    let pruner = study.pruner().to_config();
+    if pruner.is_none() {
         tracing::warn!(
             study = study.name(),
             "the study's pruner has no `Pruner::to_config`: workers rebuild it only where \
@@ -316,6 +319,7 @@ fn optimize_processes(
         ),
         callback,
         relaunches_pending: 0,
+        pruner,
     };
     c.run(limits)
 }
@@ -329,6 +333,8 @@ struct Coordinator<'a> {
     heartbeat_ms: (u64, u64),
     callback: &'a dyn Fn(&Study, &FrozenTrial),
     relaunches_pending: usize,
+    /// The study's pruner settings, sent with every assignment.
+    pruner: Option<PrunerConfig>,
 }
 
 impl Coordinator<'_> {
@@ -553,7 +559,7 @@ impl Coordinator<'_> {
             relaunchable: shrink(l.batch, min_micro).is_some(),
             parent: std::process::id(),
             host_peak: self.config.host_memory,
-            pruner: self.study.pruner().to_config(),
+            pruner: self.pruner.clone(),
         };
         match self.spawn(&assignment, l.device) {
             Ok((child, stderr, reader)) => {

@@ -203,16 +203,8 @@ fn by_number(study: &Study) -> Vec<Arc<FrozenTrial>> {
     study.trials().unwrap()
 }
 
-/// A pruner written outside hpo: no settings to rebuild it from.
-struct OwnPruner;
-
-impl Pruner for OwnPruner {
-    fn prune(&self, _: &StudyView<'_>, _: &FrozenTrial) -> hpo_core::Result<Decision> {
-        Ok(Decision::keep())
-    }
-}
-
-/// Prunes every trial that reports; no settings to rebuild it from.
+/// A pruner written outside hpo (no settings to rebuild it from): prunes
+/// every trial that reports.
 struct StopAll;
 
 impl Pruner for StopAll {
@@ -258,7 +250,7 @@ fn executor_workers_prune_with_the_studys_pruner() {
             Arc::new(MedianPruner::default()),
             TrialState::Pruned,
         ),
-        ("own", Arc::new(OwnPruner), TrialState::Fail),
+        ("own", Arc::new(StopAll), TrialState::Fail),
     ];
     for (tag, pruner, last) in cases {
         let (_db, url) = temp_db(&format!("prune-{tag}"));
