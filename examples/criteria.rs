@@ -614,16 +614,13 @@ fn objective<B: AutodiffBackend>(
     // summary (every trial does with --score-every-trial). Its value is
     // final; nothing that chooses trials reads the test score.
     let worker = executor::is_worker();
-    let score = args.score_every_trial
-        || (worker && {
-            let study = Study::builder()
-                .name(trial.study_name())
-                .storage_url(&args.storage)
-                .load()?;
-            study
-                .best_trial()
-                .map_or(true, |b| b.value().is_none_or(|v| value > v))
-        });
+    let score = if args.score_every_trial {
+        true
+    } else if worker {
+        beats_study_best(trial, args, value)?
+    } else {
+        false
+    };
     if score {
         let metrics = task.evaluate(&model.valid(), test, spec.train.max_len, device)?;
         trial.set_user_attr(TEST_F1_ATTR, metrics.macro_f1)?;
@@ -644,6 +641,18 @@ fn objective<B: AutodiffBackend>(
         });
     }
     Ok(value)
+}
+
+/// Whether `value` beats the best trial stored so far (true when none has a
+/// value yet).
+fn beats_study_best(trial: &Trial, args: &Args, value: f64) -> Result<bool, TrialError> {
+    let study = Study::builder()
+        .name(trial.study_name())
+        .storage_url(&args.storage)
+        .load()?;
+    Ok(study
+        .best_trial()
+        .map_or(true, |b| b.value().is_none_or(|v| value > v)))
 }
 
 /// The user attribute a worker process stores its trial's test-split
