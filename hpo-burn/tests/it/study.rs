@@ -3,10 +3,11 @@
 
 use crate::oom::{config, data, train_config};
 use crate::vader_path;
+use hpo_burn::burn::module::AutodiffModule;
 use hpo_burn::burn::tensor::backend::Backend;
 use hpo_burn::{
-    estimate_training_memory, load_tsv, run, Cpu, MemoryGuard, Precision, Preset, RunSpec,
-    TextTask, TrainConfig, TrainData, Trainer, TsvSpec,
+    estimate_training_memory, load_tsv, run, run_with_model, Cpu, MemoryGuard, Precision, Preset,
+    Recorder, RunSpec, TextTask, TrainConfig, TrainData, Trainer, TsvSpec,
 };
 use hpo_core::{
     FailureKind, FrozenTrial, Pruner, RandomSampler, Study, StudyView, TrialError, TrialState,
@@ -190,4 +191,47 @@ fn end_to_end_study_on_the_vader_tweets() {
         assert_eq!(t.intermediate_values.len(), 2);
         assert_eq!(t.user_attrs["oom_retries"], 0);
     }
+}
+
+#[test]
+fn a_task_scores_a_split_as_training_scores_its_validation() {
+    // The held-out score `criteria` prints goes through `TextTask::evaluate`;
+    // given the validation split it must agree with training's own
+    // evaluation, example for example (the same batches of 64).
+    let _lock = crate::backend_lock();
+    let data = load_tsv(
+        vader_path(),
+        &TsvSpec::single("text", "label").with_positive("neg"),
+    )
+    .unwrap();
+    let (train, valid) = data.take_per_class(40).split_stratified(0.5, 2).unwrap();
+    let task = TextTask::new(train, valid.clone(), None, 800).unwrap();
+    let spec = RunSpec {
+        preset: Preset::Tiny,
+        head_layers: 0,
+        head_width: 32,
+        dropout: 0.1,
+        pooling: hpo_burn::Pooling::Mean,
+        train: TrainConfig {
+            epochs: 1,
+            learning_rate: 1e-3,
+            micro_batch: 8,
+            max_len: 32,
+            seed: 5,
+            ..TrainConfig::default()
+        },
+    };
+    let device = Default::default();
+    let (model, report) = run_with_model::<Cpu, _>(
+        &task,
+        &spec,
+        MemoryGuard::Unlimited,
+        &device,
+        &mut Recorder::new(),
+    )
+    .unwrap();
+    let trained = &report.history[0].valid;
+    let scored = task.evaluate(&model.valid(), &valid, 32, &device).unwrap();
+    assert_eq!(scored.accuracy, trained.accuracy);
+    assert_eq!(scored.macro_f1, trained.macro_f1);
 }
