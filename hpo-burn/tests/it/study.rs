@@ -6,8 +6,8 @@ use crate::vader_path;
 use hpo_burn::burn::module::AutodiffModule;
 use hpo_burn::burn::tensor::backend::Backend;
 use hpo_burn::{
-    estimate_training_memory, load_tsv, run, run_with_model, Cpu, MemoryGuard, Precision, Preset,
-    Recorder, RunSpec, TextTask, TrainConfig, TrainData, Trainer, TsvSpec,
+    estimate_training_memory, load_tsv, run, run_with_model, Cpu, Dataset, MemoryGuard, Precision,
+    Preset, Recorder, RunSpec, TextTask, TrainConfig, TrainData, Trainer, TsvSpec,
 };
 use hpo_core::{
     FailureKind, FrozenTrial, Pruner, RandomSampler, Study, StudyView, TrialError, TrialState,
@@ -139,14 +139,19 @@ fn question_mark_keeps_each_outcome() {
     assert_eq!(t[3].failure(), Some(FailureKind::Error));
 }
 
-#[test]
-fn end_to_end_study_on_the_vader_tweets() {
-    let _lock = crate::backend_lock();
-    let data = load_tsv(
+/// The shipped VADER tweets, "neg" as the positive class.
+fn vader_tweets() -> Dataset {
+    load_tsv(
         vader_path(),
         &TsvSpec::single("text", "label").with_positive("neg"),
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn end_to_end_study_on_the_vader_tweets() {
+    let _lock = crate::backend_lock();
+    let data = vader_tweets();
     assert_eq!(data.examples.len(), 4200);
     assert_eq!(data.class_counts()[1], 1299);
     let (train, valid) = data.take_per_class(60).split_stratified(0.25, 1).unwrap();
@@ -199,11 +204,7 @@ fn a_task_scores_a_split_as_training_scores_its_validation() {
     // given the validation split it must agree with training's own
     // evaluation, example for example (the same batches of 64).
     let _lock = crate::backend_lock();
-    let data = load_tsv(
-        vader_path(),
-        &TsvSpec::single("text", "label").with_positive("neg"),
-    )
-    .unwrap();
+    let data = vader_tweets();
     let (train, valid) = data.take_per_class(40).split_stratified(0.5, 2).unwrap();
     let task = TextTask::new(train, valid.clone(), None, 800).unwrap();
     let spec = RunSpec {
