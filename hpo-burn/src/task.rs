@@ -7,7 +7,6 @@ use crate::error::{Error, Result};
 use crate::memory::MemoryGuard;
 use crate::model::{BertClassifier, ModelConfig, Pooling, Preset};
 use crate::pretrained::Checkpoint;
-use crate::threads::on_cpu_threads;
 use crate::tokenize::TextTokenizer;
 use crate::train::{evaluate, FitReport, Metrics, TrainConfig, TrainData, Trainer, TrialSink};
 use burn::tensor::backend::{AutodiffBackend, Backend};
@@ -99,19 +98,14 @@ impl TextTask {
             )));
         }
         let examples = self.encode_dataset(data, max_len.min(model.max_position))?;
-        // On hpo-burn's CPU pool, as training's own evaluation runs: called
-        // from outside it, the batches would go to rayon's global pool, a
-        // second set of threads beside the pool training uses.
-        on_cpu_threads::<B, _>(|| {
-            evaluate(
-                model,
-                &examples,
-                self.tokenizer.pad_id(),
-                self.train.classes.len(),
-                64,
-                device,
-            )
-        })
+        evaluate(
+            model,
+            &examples,
+            self.tokenizer.pad_id(),
+            self.train.classes.len(),
+            64,
+            device,
+        )
     }
 }
 

@@ -573,16 +573,14 @@ impl<B: AutodiffBackend> Trainer<B> {
         model: &BertClassifier<B::InnerBackend>,
         data: TrainData<'_>,
     ) -> Result<Metrics> {
-        on_cpu_threads::<B, _>(|| {
-            evaluate(
-                model,
-                data.valid,
-                data.pad_id,
-                data.classes,
-                self.config.eval_batch,
-                &self.device,
-            )
-        })
+        evaluate(
+            model,
+            data.valid,
+            data.pad_id,
+            data.classes,
+            self.config.eval_batch,
+            &self.device,
+        )
     }
 }
 
@@ -593,8 +591,22 @@ impl<B: AutodiffBackend> Trainer<B> {
 /// On the CPU ([`crate::host::is_cpu`]) the batches are dealt out to
 /// rayon's threads and evaluated side by side (burn-flex runs most ops on
 /// one thread); the metrics are the same, the mean loss up to the order of
-/// a floating-point sum.
+/// a floating-point sum. Called from outside any rayon pool, it runs on
+/// hpo-burn's CPU pool, as training does ([`on_cpu_threads`]); called from
+/// inside a pool, on that pool's threads.
 pub fn evaluate<B: Backend>(
+    model: &BertClassifier<B>,
+    examples: &[EncodedExample],
+    pad_id: u32,
+    classes: usize,
+    batch: usize,
+    device: &B::Device,
+) -> Result<Metrics> {
+    on_cpu_threads::<B, _>(|| evaluate_here(model, examples, pad_id, classes, batch, device))
+}
+
+/// [`evaluate`] on the calling thread and its rayon pool.
+fn evaluate_here<B: Backend>(
     model: &BertClassifier<B>,
     examples: &[EncodedExample],
     pad_id: u32,
