@@ -79,7 +79,7 @@ pub use crate::pruner::{
 };
 pub use crate::sampler::{
     CmaEsConfig, CmaEsSampler, GridSampler, QmcConfig, QmcKind, QmcSampler, RandomSampler,
-    RelativeSample, Sampler, TpeBandwidth, TpeConfig, TpeSampler, TpeWeights,
+    RelativeSample, Sampler, SamplerConfig, TpeBandwidth, TpeConfig, TpeSampler, TpeWeights,
 };
 pub use crate::space::{ChoiceEnum, ParamDescription, ParamKind, SearchSpace, SpaceDescription};
 pub use crate::storage::{InMemoryStorage, SqliteStorage, Storage, StudySummary};

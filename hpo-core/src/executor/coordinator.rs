@@ -19,6 +19,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::pruner::PrunerConfig;
+use crate::sampler::SamplerConfig;
 use crate::study::Trial;
 use crate::study::{DynObjective, Limits, Study, TrialRunner};
 use crate::trial::{FailureKind, FrozenTrial, TrialError, TrialState};
@@ -287,7 +288,7 @@ fn optimize_processes(
     objective: DynObjective<'_>,
 ) -> Result<()> {
     if let Some(a) = worker::assignment_for(study.name())? {
-        worker::run_and_exit(&a, objective, Some(study.pruner()));
+        worker::run_and_exit(&a, objective, Some(study));
     }
     config.check_url(study)?;
     // Read once: every assignment carries the same settings.
@@ -298,6 +299,16 @@ fn optimize_processes(
             "the study's pruner has no `Pruner::to_config`: workers rebuild it only where \
              they build the study themselves and reach `Study::optimize_with`; trials of \
              workers started through `executor::worker_main` fail"
+        );
+    }
+    let sampler = study.sampler().to_config();
+    if sampler.is_none() {
+        tracing::warn!(
+            study = study.name(),
+            "the study's sampler has no `Sampler::to_config`: workers rebuild it only where \
+             they build the study themselves and reach `Study::optimize_with`; in workers \
+             started through `executor::worker_main`, a parameter the memory estimator did \
+             not suggest fails its trial"
         );
     }
     let Some(hb) = study.heartbeat_setting() else {
@@ -320,6 +331,7 @@ fn optimize_processes(
         callback,
         relaunches_pending: 0,
         pruner,
+        sampler,
     };
     c.run(limits)
 }
@@ -335,6 +347,8 @@ struct Coordinator<'a> {
     relaunches_pending: usize,
     /// The study's pruner settings, sent with every assignment.
     pruner: Option<PrunerConfig>,
+    /// The study's sampler settings, sent with every assignment.
+    sampler: Option<SamplerConfig>,
 }
 
 impl Coordinator<'_> {
@@ -549,6 +563,9 @@ impl Coordinator<'_> {
         h.trial.set_system_attr(DEVICE_ATTR, l.device)?;
         h.trial.set_system_attr(ESTIMATE_BYTES_ATTR, l.estimate)?;
         h.trial.set_system_attr(RESERVED_BYTES_ATTR, l.reserved)?;
+        // What the estimator did not suggest of the trial's joint sample,
+        // for the worker to suggest from.
+        h.trial.record_relative_sample()?;
         let min_micro = self.config.admission.min_micro_batch;
         let frozen = self.study.hand_over(h.trial)?;
         let assignment = Assignment {
@@ -560,6 +577,7 @@ impl Coordinator<'_> {
             parent: std::process::id(),
             host_peak: self.config.host_memory,
             pruner: self.pruner.clone(),
+            sampler: self.sampler.clone(),
         };
         match self.spawn(&assignment, l.device) {
             Ok((child, stderr, reader)) => {

@@ -3,21 +3,31 @@
 //! The coordinator starts `std::env::current_exe()` with the same arguments
 //! and the environment variable [`WORKER_ENV`] holding a JSON assignment
 //! (study name, storage URL, trial id, heartbeat setting, coordinator pid,
-//! the settings of the study's pruner, which the storage does not hold).
-//! [`worker_main`] (or `Study::optimize_with` with processes, when it is
-//! reached in a worker) opens the study, adopts the RUNNING trial the
-//! coordinator handed over, beats for it, runs the objective, records the
+//! the settings of the study's pruner and sampler, which the storage does
+//! not hold). [`worker_main`] (or `Study::optimize_with` with processes,
+//! when it is reached in a worker) opens the study, adopts the RUNNING trial
+//! the coordinator handed over, beats for it, runs the objective, records the
 //! process's peak memory if the objective did not, tells the result and
 //! exits the process.
+//!
+//! The trial was started in the coordinator: its joint (relative) sample
+//! was drawn there, and what the memory estimator did not suggest of it is
+//! recorded on the trial, so the worker suggests those values rather than
+//! drawing the trial again. Parameters outside it are drawn by the study's
+//! sampler rebuilt from its settings with the same seed, whose draws are the
+//! coordinator's sampler's for the same history.
 
 use super::{
     is_oom_text, Batch, ACCUMULATION_ATTR, MICRO_BATCH_ATTR, PEAK_BYTES_ATTR, PEAK_RSS_ATTR,
 };
+use crate::distribution::{Distribution, Support};
 use crate::error::{Error, Result};
 use crate::pruner::{Pruner, PrunerConfig};
+use crate::sampler::{Sampler, SamplerConfig};
 use crate::study::Study;
 use crate::study::Trial;
-use crate::trial::{FailureKind, IntoTrialResult, TrialError, TrialState};
+use crate::trial::{FailureKind, FrozenTrial, IntoTrialResult, TrialError, TrialState};
+use crate::view::StudyView;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -54,6 +64,10 @@ pub(crate) struct Assignment {
     /// it); `None` when it has no [`PrunerConfig`].
     #[serde(default)]
     pub(crate) pruner: Option<PrunerConfig>,
+    /// The study's sampler, rebuilt in the worker (the storage does not hold
+    /// it); `None` when it has no [`SamplerConfig`].
+    #[serde(default)]
+    pub(crate) sampler: Option<SamplerConfig>,
 }
 
 /// Whether this process is a worker started by the executor.
@@ -96,13 +110,9 @@ where
 }
 
 /// Runs the assignment and exits with the worker's status. `local` is the
-/// pruner of the study this process built itself, if it built one: used
-/// when the coordinator's pruner could not be sent.
-pub(crate) fn run_and_exit<F, R>(
-    a: &Assignment,
-    objective: &F,
-    local: Option<&Arc<dyn Pruner>>,
-) -> !
+/// study this process built itself, if it built one: its pruner and sampler
+/// are used when the coordinator's could not be sent.
+pub(crate) fn run_and_exit<F, R>(a: &Assignment, objective: &F, local: Option<&Study>) -> !
 where
     F: Fn(&mut Trial) -> R + ?Sized,
     R: IntoTrialResult,
@@ -122,7 +132,7 @@ pub(crate) fn assignment_for(study: &str) -> Result<Option<Assignment>> {
     Ok(assignment()?.filter(|a| a.study == study))
 }
 
-fn run_assigned<F, R>(a: &Assignment, objective: &F, local: Option<&Arc<dyn Pruner>>) -> Result<()>
+fn run_assigned<F, R>(a: &Assignment, objective: &F, local: Option<&Study>) -> Result<()>
 where
     F: Fn(&mut Trial) -> R + ?Sized,
     R: IntoTrialResult,
@@ -132,7 +142,7 @@ where
     // no pruner, and a study opened from it alone gets the default one.
     let pruner: std::result::Result<Arc<dyn Pruner>, String> = match (&a.pruner, local) {
         (Some(config), _) => Ok(config.init()?),
-        (None, Some(p)) => Ok(Arc::clone(p)),
+        (None, Some(s)) => Ok(Arc::clone(s.pruner())),
         (None, None) => Err(format!(
             "study `{}`: its pruner cannot be rebuilt in a worker process started through \
              `executor::worker_main`: it is not one of hpo's pruners (its `Pruner::to_config` \
@@ -141,7 +151,18 @@ where
             a.study
         )),
     };
-    let mut builder = Study::builder().name(&a.study).storage_url(&a.storage);
+    // And samples as it would: the storage holds no sampler either.
+    let sampler: Arc<dyn Sampler> = match (&a.sampler, local) {
+        (Some(config), _) => config.init()?,
+        (None, Some(s)) => Arc::clone(s.sampler()),
+        (None, None) => Arc::new(Unrebuilt {
+            study: a.study.clone(),
+        }),
+    };
+    let mut builder = Study::builder()
+        .name(&a.study)
+        .storage_url(&a.storage)
+        .sampler(sampler);
     if let Ok(p) = &pruner {
         builder = builder.pruner(Arc::clone(p));
     }
@@ -196,6 +217,34 @@ where
             }
         }
         outcome => study.finish_outcome(trial, outcome).map(|_| ()),
+    }
+}
+
+/// Stands in for a study's sampler that could not be sent to the worker:
+/// the trial's recorded joint sample and what the estimator suggested are
+/// all it can use, and any other parameter fails with a message saying why.
+struct Unrebuilt {
+    study: String,
+}
+
+impl Sampler for Unrebuilt {
+    fn sample_independent(
+        &self,
+        _study: &StudyView<'_>,
+        trial: &FrozenTrial,
+        name: &str,
+        _dist: &Distribution,
+        _support: &Support,
+    ) -> Result<f64> {
+        Err(Error::InvalidConfig(format!(
+            "study `{}`, trial {}: `{name}` was not suggested before the trial was handed to \
+             its worker, and the study's sampler cannot be rebuilt in a worker process \
+             started through `executor::worker_main`: it is not one of hpo's samplers (its \
+             `Sampler::to_config` returns None); implement `to_config`, suggest `{name}` in the \
+             memory estimator, or let workers reach `Study::optimize_with` with the study \
+             built as the coordinator builds it",
+            self.study, trial.number
+        )))
     }
 }
 

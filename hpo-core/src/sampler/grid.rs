@@ -1,6 +1,6 @@
 //! Exhaustive search over a grid.
 
-use super::Sampler;
+use super::{Sampler, SamplerConfig};
 use crate::distribution::{Distribution, ParamValue, Support};
 use crate::error::{Error, Result};
 use crate::trial::FrozenTrial;
@@ -16,9 +16,15 @@ use std::sync::Mutex;
 /// Each trial is assigned the first grid point (in that order) that no other
 /// trial of the study has taken, judged from the trials' parameters and from
 /// points handed out in this process but not yet written. Once every point has
-/// been visited it starts again with the least-visited points.
+/// been visited it starts again with the least-visited points. A trial that
+/// already holds some of the grid's parameters (suggested in another process,
+/// as an executor's memory estimator does before the worker runs the
+/// objective) is assigned a point that agrees with them.
 #[derive(Debug)]
 pub struct GridSampler {
+    /// The space as given, for [`Sampler::to_config`].
+    space: BTreeMap<String, Vec<ParamValue>>,
+    seed: u64,
     names: Vec<String>,
     grid: Vec<Vec<ParamValue>>,
     order: Vec<usize>,
@@ -60,6 +66,8 @@ impl GridSampler {
         let mut order: Vec<usize> = (0..grid.len()).collect();
         order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
         Ok(GridSampler {
+            space,
+            seed,
             names,
             grid,
             order,
@@ -106,12 +114,29 @@ impl GridSampler {
                 visits[*p] += 1;
             }
         }
-        let least = visits.iter().copied().min().unwrap_or(0);
+        // The points that agree with the grid parameters the trial already
+        // holds (all of them when it holds none, or none agree).
+        let held: Vec<(usize, ParamValue)> = self
+            .names
+            .iter()
+            .enumerate()
+            .filter_map(|(col, n)| Some((col, trial.param(n)?)))
+            .collect();
+        let agrees = |p: usize| held.iter().all(|(col, v)| same(&self.grid[p][*col], v));
+        let any_agrees = self.order.iter().any(|p| agrees(*p));
+        let open = |p: &usize| !any_agrees || agrees(*p);
+        let least = self
+            .order
+            .iter()
+            .filter(|p| open(p))
+            .map(|p| visits[*p])
+            .min()
+            .unwrap_or(0);
         let p = self
             .order
             .iter()
             .copied()
-            .find(|p| visits[*p] == least)
+            .find(|p| open(p) && visits[*p] == least)
             .unwrap_or(0);
         assigned.insert(trial.id, p);
         Ok(p)
@@ -150,5 +175,22 @@ impl Sampler for GridSampler {
             });
         }
         Ok(x)
+    }
+
+    fn to_config(&self) -> Option<SamplerConfig> {
+        let space = self
+            .space
+            .iter()
+            .map(|(k, vs)| {
+                (
+                    k.clone(),
+                    vs.iter().map(ParamValue::to_json_value).collect(),
+                )
+            })
+            .collect();
+        Some(SamplerConfig::Grid {
+            space,
+            seed: self.seed,
+        })
     }
 }

@@ -28,6 +28,7 @@
 //! proposes different configurations in processes that share a study.
 
 mod cmaes;
+mod config;
 mod grid;
 mod qmc;
 mod random;
@@ -36,6 +37,7 @@ mod tpe;
 mod transform;
 
 pub use self::cmaes::{CmaEsConfig, CmaEsSampler};
+pub use self::config::SamplerConfig;
 pub use self::grid::GridSampler;
 pub use self::qmc::{QmcConfig, QmcKind, QmcSampler};
 pub(crate) use self::random::sample_uniform;
@@ -105,6 +107,16 @@ pub trait Sampler: Send + Sync {
 
     /// Called after `trial` is stored as finished.
     fn after_trial(&self, _study: &StudyView<'_>, _trial: &FrozenTrial) {}
+
+    /// The settings that rebuild this sampler, with the seed it draws with,
+    /// or `None` (the default) for a sampler that cannot be described by a
+    /// [`SamplerConfig`]. The executor sends them to its worker processes,
+    /// which open the study from its storage (which holds no sampler) and
+    /// sample with the rebuilt sampler whatever the objective suggests
+    /// after the memory estimator did.
+    fn to_config(&self) -> Option<SamplerConfig> {
+        None
+    }
 }
 
 impl<S: Sampler + ?Sized> Sampler for Arc<S> {
@@ -135,6 +147,9 @@ impl<S: Sampler + ?Sized> Sampler for Arc<S> {
     }
     fn after_trial(&self, study: &StudyView<'_>, trial: &FrozenTrial) {
         (**self).after_trial(study, trial)
+    }
+    fn to_config(&self) -> Option<SamplerConfig> {
+        (**self).to_config()
     }
 }
 

@@ -1,7 +1,7 @@
 //! Uniform random sampling.
 
 use super::stream::{os_seed, trial_rng};
-use super::{bounds, Sampler};
+use super::{bounds, Sampler, SamplerConfig};
 use crate::distribution::{Distribution, Support};
 use crate::error::Result;
 use crate::trial::FrozenTrial;
@@ -48,6 +48,11 @@ impl Sampler for RandomSampler {
     ) -> Result<f64> {
         let mut rng = trial_rng(self.seed, trial.number, name);
         Ok(sample_uniform(&mut rng, dist, support))
+    }
+    fn to_config(&self) -> Option<SamplerConfig> {
+        Some(SamplerConfig::Random {
+            seed: Some(self.seed),
+        })
     }
 }
 

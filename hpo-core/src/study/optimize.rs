@@ -237,7 +237,9 @@ impl Study {
         Ok(())
     }
 
-    /// Takes over a RUNNING trial handed over by another process, beating for it.
+    /// Takes over a RUNNING trial handed over by another process, beating for
+    /// it; its joint values are those the other process drew (see
+    /// [`Trial::resume`]).
     pub(crate) fn adopt(&self, trial_id: u64) -> Result<Trial> {
         let frozen = self.core.storage.trial(trial_id)?;
         if frozen.state != crate::TrialState::Running {
@@ -254,7 +256,7 @@ impl Study {
             )?;
             self.core.beats.lock()?.insert(frozen.id, beat);
         }
-        Trial::start(Arc::clone(&self.core), (*frozen).clone())
+        Trial::resume(Arc::clone(&self.core), (*frozen).clone())
     }
 
     /// Finishes `trial` with an objective's outcome, or with a panic message.

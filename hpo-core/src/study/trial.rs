@@ -6,7 +6,7 @@ use crate::distribution::{
     Support,
 };
 use crate::error::{Error, Result};
-use crate::trial::{FrozenTrial, TrialSnapshot};
+use crate::trial::{FrozenTrial, TrialSnapshot, RELATIVE_SAMPLE_ATTR};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -39,16 +39,7 @@ impl std::fmt::Debug for Trial {
 impl Trial {
     /// Starts a trial: samples the relative (joint) parameters up front.
     pub(crate) fn start(core: Arc<StudyCore>, frozen: FrozenTrial) -> Result<Trial> {
-        let history = core.storage.trial_snapshot(core.id)?;
-        let fixed = frozen.fixed_params();
-        let mut trial = Trial {
-            core,
-            frozen,
-            history,
-            relative_space: BTreeMap::new(),
-            relative_params: BTreeMap::new(),
-            fixed,
-        };
+        let mut trial = Trial::open(core, frozen)?;
         let core = Arc::clone(&trial.core);
         let view = core.sampler_view(&trial.history, &trial.frozen);
         trial.relative_space = core
@@ -66,6 +57,81 @@ impl Trial {
             }
         }
         Ok(trial)
+    }
+
+    /// Continues a trial that another process started and handed over
+    /// (after [`Trial::record_relative_sample`]): its joint values are the
+    /// ones drawn there, read back from the trial, never drawn again, so
+    /// the sampler's bookkeeping stays as it was written.
+    pub(crate) fn resume(core: Arc<StudyCore>, frozen: FrozenTrial) -> Result<Trial> {
+        let mut trial = Trial::open(core, frozen)?;
+        let Some(recorded) = trial.frozen.system_attrs.get(RELATIVE_SAMPLE_ATTR) else {
+            return Ok(trial);
+        };
+        let bad = |reason: String| Error::Parse {
+            what: format!(
+                "system attribute `{RELATIVE_SAMPLE_ATTR}` of trial {}",
+                trial.frozen.number
+            ),
+            reason,
+            source: None,
+        };
+        let entries = recorded
+            .as_object()
+            .ok_or_else(|| bad(format!("expected an object, found {recorded}")))?;
+        let mut space = BTreeMap::new();
+        let mut params = BTreeMap::new();
+        for (name, entry) in entries {
+            let value = entry.get("value").and_then(Value::as_f64);
+            let dist = entry.get("distribution").and_then(Value::as_str);
+            let (Some(value), Some(dist)) = (value, dist) else {
+                return Err(bad(format!(
+                    "`{name}` needs a numeric \"value\" and a \"distribution\" string, found {entry}"
+                )));
+            };
+            let dist = Distribution::from_json(dist)
+                .map_err(|e| bad(format!("the distribution of `{name}`: {e}")))?;
+            space.insert(name.clone(), dist);
+            params.insert(name.clone(), value);
+        }
+        trial.relative_space = space;
+        trial.relative_params = params;
+        Ok(trial)
+    }
+
+    /// The handle of `frozen` with the study's history as it is now.
+    fn open(core: Arc<StudyCore>, frozen: FrozenTrial) -> Result<Trial> {
+        let history = core.storage.trial_snapshot(core.id)?;
+        let fixed = frozen.fixed_params();
+        Ok(Trial {
+            core,
+            frozen,
+            history,
+            relative_space: BTreeMap::new(),
+            relative_params: BTreeMap::new(),
+            fixed,
+        })
+    }
+
+    /// Writes the joint values drawn when the trial started that are not
+    /// suggested yet to [`RELATIVE_SAMPLE_ATTR`], so that the process the
+    /// trial is handed to suggests them as this one would have
+    /// ([`Trial::resume`]). Writes nothing when there are none.
+    pub(crate) fn record_relative_sample(&mut self) -> Result<()> {
+        let pending: serde_json::Map<String, Value> = self
+            .relative_params
+            .iter()
+            .filter(|(name, _)| !self.frozen.distributions.contains_key(*name))
+            .filter_map(|(name, value)| {
+                let dist = self.relative_space.get(name)?;
+                let entry = serde_json::json!({"value": value, "distribution": dist.to_json()});
+                Some((name.clone(), entry))
+            })
+            .collect();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        self.set_system_attr(RELATIVE_SAMPLE_ATTR, Value::Object(pending))
     }
 
     /// The trial's number within its study (0, 1, 2, ...).

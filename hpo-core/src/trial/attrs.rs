@@ -8,3 +8,10 @@ pub const FAILED_TRIAL_ATTR: &str = "failed_trial";
 
 /// System attribute listing the numbers of every failed attempt (Optuna's key).
 pub const RETRY_HISTORY_ATTR: &str = "retry_history";
+
+/// System attribute (hpo's own) of a trial handed to another process (an
+/// executor's worker) holding the joint values its sampler drew when the
+/// trial started and nobody has suggested yet: `{name: {"value": internal
+/// value, "distribution": Optuna's distribution JSON}}`. The process that
+/// continues the trial suggests from it instead of sampling the trial again.
+pub const RELATIVE_SAMPLE_ATTR: &str = "hpo:relative_sample";

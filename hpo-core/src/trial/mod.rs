@@ -9,7 +9,9 @@ mod frozen;
 mod snapshot;
 mod state;
 
-pub use self::attrs::{FAILED_TRIAL_ATTR, FIXED_PARAMS_ATTR, RETRY_HISTORY_ATTR};
+pub use self::attrs::{
+    FAILED_TRIAL_ATTR, FIXED_PARAMS_ATTR, RELATIVE_SAMPLE_ATTR, RETRY_HISTORY_ATTR,
+};
 pub use self::error::{IntoTrialResult, TrialError, TrialOutcome};
 pub use self::frozen::FrozenTrial;
 pub use self::snapshot::{SettledTrials, TrialSnapshot};

@@ -14,11 +14,12 @@ use hpo_core::executor::{
 };
 use hpo_core::pruner::{Decision, MedianPruner, NopPruner, Pruner};
 use hpo_core::storage::SqliteStorage;
-use hpo_core::trial::{FAILED_TRIAL_ATTR, RETRY_HISTORY_ATTR};
+use hpo_core::trial::{FAILED_TRIAL_ATTR, RELATIVE_SAMPLE_ATTR, RETRY_HISTORY_ATTR};
 use hpo_core::view::StudyView;
 use hpo_core::{
-    FailureKind, FrozenTrial, Optimize, ParamValue, RandomSampler, RetryPolicy, Storage, Study,
-    Trial, TrialError, TrialState,
+    CmaEsConfig, CmaEsSampler, Distribution, FailureKind, FrozenTrial, Optimize, ParamValue,
+    RandomSampler, RetryPolicy, Sampler, Storage, Study, Support, TpeConfig, TpeSampler, Trial,
+    TrialError, TrialState,
 };
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -27,8 +28,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const MODES: [&str; 9] = [
-    "ok", "slow", "panic", "abort", "signal", "hang", "oom", "oom_told", "report",
+const MODES: [&str; 10] = [
+    "ok", "slow", "panic", "abort", "signal", "hang", "oom", "oom_told", "report", "extra",
 ];
 const BEAT: Duration = Duration::from_millis(100);
 const GRACE: Duration = Duration::from_millis(1500);
@@ -133,6 +134,12 @@ fn objective(trial: &mut Trial) -> Result<f64, TrialError> {
                 return Err(TrialError::Pruned);
             }
             Ok(value)
+        }
+        // Parameters the estimator does not suggest: drawn in the worker.
+        "extra" => {
+            let x = trial.suggest_float("x", -1.0, 1.0)?;
+            let k = trial.suggest_int("k", 0, 9)?;
+            Ok(x * x + k as f64)
         }
         _ => Ok(value),
     }
@@ -323,6 +330,150 @@ fn executor_workers_prune_with_the_studys_pruner() {
         [TrialState::Pruned],
         "{:?}",
         trials[0].fail_reason()
+    );
+}
+
+/// A sampler written outside hpo (no settings to rebuild it from).
+struct OwnSampler(RandomSampler);
+
+impl Sampler for OwnSampler {
+    fn sample_independent(
+        &self,
+        study: &StudyView<'_>,
+        trial: &FrozenTrial,
+        name: &str,
+        dist: &Distribution,
+        support: &Support,
+    ) -> hpo_core::Result<f64> {
+        self.0.sample_independent(study, trial, name, dist, support)
+    }
+}
+
+/// `n` trials of mode "extra" (the objective suggests `x` and `k`, which the
+/// estimator does not), one worker at a time.
+fn run_extra(tag: &str, sampler: Arc<dyn Sampler>, modes: &[&str]) -> Study {
+    let (_db, url) = temp_db(&format!("sample-{tag}"));
+    let name = format!("sample-{tag}-{}", std::process::id());
+    let study = Study::builder()
+        .name(&name)
+        .storage_url(&url)
+        .sampler(sampler)
+        .heartbeat(BEAT, GRACE)
+        .build()
+        .unwrap();
+    for mode in modes {
+        study.enqueue([("mode", ParamValue::from(*mode))]).unwrap();
+    }
+    study
+        .optimize_with(
+            Optimize::new()
+                .trials(modes.len())
+                .processes(config(&url, 64).max_workers(1).lookahead(1)),
+            objective,
+        )
+        .unwrap();
+    study
+}
+
+/// The storage holds no sampler either, so a worker once drew what the
+/// memory estimator had not suggested with an unseeded default TPE,
+/// whatever the study's sampler, and drew the trial's joint sample again.
+/// Workers now sample as the study's sampler: independent draws are the
+/// ones it makes in-process, the joint sample drawn in the coordinator is
+/// the one suggested, and a sampler that cannot be rebuilt fails only the
+/// trials that need it, saying why.
+#[test]
+fn executor_workers_sample_with_the_studys_sampler() {
+    let complete = |study: &Study| {
+        let trials = by_number(study);
+        for t in &trials {
+            assert_eq!(t.state, TrialState::Complete, "{:?}", t.fail_reason());
+        }
+        trials
+    };
+
+    // Independent draws: those of the same seeded sampler in-process.
+    let n = 6;
+    let study = run_extra("random", Arc::new(RandomSampler::seeded(5)), &["extra"; 6]);
+    let in_process = Study::builder()
+        .sampler(RandomSampler::seeded(5))
+        .build()
+        .unwrap();
+    in_process
+        .optimize(n, |t| -> Result<f64, TrialError> {
+            let x = t.suggest_float("x", -1.0, 1.0)?;
+            let k = t.suggest_int("k", 0, 9)?;
+            Ok(x + k as f64)
+        })
+        .unwrap();
+    let drawn = |ts: &[Arc<FrozenTrial>]| -> Vec<(Option<ParamValue>, Option<ParamValue>)> {
+        ts.iter().map(|t| (t.param("x"), t.param("k"))).collect()
+    };
+    assert_eq!(
+        drawn(&complete(&study)),
+        drawn(&in_process.trials().unwrap())
+    );
+
+    // The joint sample: CMA-ES and TPE draw `batch`, `x` and `k` together
+    // when the coordinator starts the trial; the estimator suggests
+    // `batch`, the worker `x` and `k`, exactly as drawn (TPE drawing again
+    // in the worker, after the trial before it finished, would draw others).
+    let n = 8;
+    let joint_samplers: [(&str, Arc<dyn Sampler>); 2] = [
+        (
+            "cmaes",
+            Arc::new(CmaEsSampler::with_config(CmaEsConfig::seeded(5)).unwrap()),
+        ),
+        (
+            "tpe",
+            Arc::new(
+                TpeSampler::with_config(TpeConfig {
+                    n_startup_trials: 2,
+                    ..TpeConfig::seeded(5)
+                })
+                .unwrap(),
+            ),
+        ),
+    ];
+    for (tag, sampler) in joint_samplers {
+        let study = run_extra(tag, sampler, &["extra"; 8]);
+        let trials = complete(&study);
+        let mut joint = 0;
+        for t in &trials {
+            let Some(recorded) = t.system_attrs.get(RELATIVE_SAMPLE_ATTR) else {
+                continue;
+            };
+            joint += 1;
+            assert!(recorded.get("batch").is_none(), "{tag}: {recorded}");
+            for name in ["x", "k"] {
+                assert_eq!(
+                    Some(t.internal_params[name]),
+                    recorded[name]["value"].as_f64(),
+                    "{tag}: trial {} `{name}`: {recorded}",
+                    t.number
+                );
+            }
+        }
+        assert!(
+            joint >= n / 2,
+            "{tag}: {joint} of {n} trials sampled jointly"
+        );
+    }
+
+    // A sampler hpo cannot rebuild: a trial that needs it fails, saying
+    // why; one whose parameters the estimator suggested runs.
+    let study = run_extra(
+        "own",
+        Arc::new(OwnSampler(RandomSampler::seeded(5))),
+        &["ok", "extra"],
+    );
+    let trials = by_number(&study);
+    assert_eq!(trials[0].state, TrialState::Complete);
+    assert_eq!(trials[1].state, TrialState::Fail);
+    let why = trials[1].fail_reason().unwrap_or_default();
+    assert!(
+        why.contains("Sampler::to_config") && why.contains("`x`"),
+        "{why}"
     );
 }
 

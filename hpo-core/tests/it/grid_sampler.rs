@@ -144,3 +144,31 @@ fn misuse_fails_the_trial_with_a_clear_reason() {
         .to_string()
         .contains("`x` has no values"));
 }
+
+/// A trial that already holds one of the grid's parameters (enqueued here;
+/// in an executor's worker, suggested by the memory estimator in the
+/// coordinator) is given a point that agrees with it, and the grid is still
+/// covered once.
+#[test]
+fn a_trial_holding_some_grid_parameters_gets_a_point_that_agrees() {
+    let study = Study::builder().sampler(grid()).build().unwrap();
+    for _ in 0..3 {
+        study.enqueue([("act", ParamValue::from("relu"))]).unwrap();
+    }
+    // `act` first, so the trial holds it when the grid assigns its point.
+    study
+        .optimize(6, |t| -> Result<f64, TrialError> {
+            let act = t.suggest_categorical("act", &["relu", "gelu", "tanh"])?;
+            let lr = t.suggest_float_log("lr", 1e-5, 1e-1)?;
+            Ok(lr + if act == "gelu" { 0.0 } else { 1.0 })
+        })
+        .unwrap();
+    let trials = points(&study);
+    let relu = ParamValue::from("relu").to_string();
+    assert!(
+        trials[..3].iter().all(|(_, act)| *act == relu),
+        "{trials:?}"
+    );
+    let distinct: BTreeSet<_> = trials.iter().cloned().collect();
+    assert_eq!(distinct.len(), 6, "{trials:?}");
+}

@@ -150,6 +150,13 @@ fn conformance(make: impl Fn(u64) -> Box<dyn Sampler>, caps: Caps) {
     assert_eq!(params(&trials), params(&run(&make, caps, 1, n, 1)));
     // A different seed gives a different sequence.
     assert_ne!(params(&trials), params(&run(&make, caps, 2, n, 1)));
+    // Rebuilt from its settings, as an executor's worker rebuilds it: the
+    // same proposals.
+    let config = make(1)
+        .to_config()
+        .expect("every sampler of hpo describes itself");
+    let rebuilt = |_| -> Box<dyn Sampler> { Box::new(config.init().unwrap()) };
+    assert_eq!(params(&trials), params(&run(&rebuilt, caps, 1, n, 1)));
     // Parallel workers: no failures, no lost trials.
     let par = run(&make, caps, 3, 20, 2);
     assert_eq!(par.len(), 20);
@@ -157,6 +164,36 @@ fn conformance(make: impl Fn(u64) -> Box<dyn Sampler>, caps: Caps) {
 }
 
 const GENERAL: Caps = Caps { general: true };
+
+/// A sampler seeded from the operating system hands on the seed it draws
+/// with: rebuilt from its settings it proposes what it proposes.
+#[test]
+fn an_unseeded_sampler_rebuilt_from_its_settings_proposes_the_same() {
+    let samplers: [Arc<dyn Sampler>; 4] = [
+        Arc::new(
+            TpeSampler::with_config(TpeConfig {
+                n_startup_trials: 5,
+                ..TpeConfig::default()
+            })
+            .unwrap(),
+        ),
+        Arc::new(RandomSampler::new()),
+        Arc::new(QmcSampler::new()),
+        Arc::new(CmaEsSampler::new()),
+    ];
+    for original in samplers {
+        let config = original.to_config().unwrap();
+        let rebuilt = config.init().unwrap();
+        let first = run(&|_| Box::new(Arc::clone(&original)), GENERAL, 0, 20, 1);
+        let second = run(&|_| Box::new(Arc::clone(&rebuilt)), GENERAL, 0, 20, 1);
+        let params = |ts: &[Arc<hpo_core::FrozenTrial>]| {
+            ts.iter()
+                .map(|t| t.internal_params.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(params(&first), params(&second), "{config:?}");
+    }
+}
 
 #[test]
 fn random_sampler_conforms() {

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::sampler::sample_uniform;
 use crate::sampler::stream::{os_seed, trial_rng};
 use crate::sampler::transform::{bounds_with, transform, untransform};
-use crate::sampler::{RelativeSample, Sampler};
+use crate::sampler::{RelativeSample, Sampler, SamplerConfig};
 use crate::trial::{FrozenTrial, TrialState};
 use crate::view::StudyView;
 use rand::Rng;
@@ -433,5 +433,11 @@ impl Sampler for CmaEsSampler {
     ) -> Result<f64> {
         let mut rng = trial_rng(self.seed, trial.number, name);
         Ok(sample_uniform(&mut rng, dist, support))
+    }
+    fn to_config(&self) -> Option<SamplerConfig> {
+        Some(SamplerConfig::CmaEs(CmaEsConfig {
+            seed: Some(self.seed),
+            ..self.config.clone()
+        }))
     }
 }

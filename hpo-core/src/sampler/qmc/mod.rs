@@ -33,7 +33,7 @@ use self::sobol::Sobol;
 use super::random::sample_uniform;
 use super::stream::{os_seed, trial_rng};
 use super::transform::from_unit;
-use super::{RelativeSample, Sampler};
+use super::{RelativeSample, Sampler, SamplerConfig};
 use crate::distribution::{Distribution, Support};
 use crate::error::Result;
 use crate::trial::{FrozenTrial, TrialState};
@@ -246,6 +246,12 @@ impl Sampler for QmcSampler {
     ) -> Result<f64> {
         let mut rng = trial_rng(self.seed, trial.number, name);
         Ok(sample_uniform(&mut rng, dist, support))
+    }
+    fn to_config(&self) -> Option<SamplerConfig> {
+        Some(SamplerConfig::Qmc(QmcConfig {
+            seed: Some(self.seed),
+            ..self.config.clone()
+        }))
     }
 }
 

@@ -9,7 +9,7 @@ use super::scratch;
 use crate::distribution::{Distribution, Support};
 use crate::error::Result;
 use crate::sampler::stream::{os_seed, trial_rng};
-use crate::sampler::{sample_uniform, RelativeSample, Sampler};
+use crate::sampler::{sample_uniform, RelativeSample, Sampler, SamplerConfig};
 use crate::trial::{FrozenTrial, TrialState};
 use crate::view::StudyView;
 use rand_chacha::ChaCha8Rng;
@@ -519,6 +519,12 @@ impl Sampler for TpeSampler {
         Ok(v.first()
             .copied()
             .unwrap_or_else(|| sample_uniform(&mut rng, dist, support)))
+    }
+    fn to_config(&self) -> Option<SamplerConfig> {
+        Some(SamplerConfig::Tpe(TpeConfig {
+            seed: Some(self.seed),
+            ..self.config.clone()
+        }))
     }
 }
 
