@@ -231,6 +231,7 @@ fn worker_entry_own_study() {
         .name(&name)
         .storage_url(&url)
         .pruner(StopAll)
+        .sampler(OwnSampler(RandomSampler::seeded(5)))
         .heartbeat(BEAT, GRACE)
         .load()
         .unwrap();
@@ -299,17 +300,21 @@ fn executor_workers_prune_with_the_studys_pruner() {
         }
     }
 
-    // The same kind of pruner in a worker that builds the study itself.
+    // The same kind of pruner in a worker that builds the study itself, and
+    // a sampler hpo cannot rebuild either: the worker's own are used (the
+    // second trial's `x` and `k` are drawn there, as the sampler draws them).
     let (_db, url) = temp_db("prune-own-study");
     let name = format!("prune-own-study-{}", std::process::id());
     let study = Study::builder()
         .name(&name)
         .storage_url(&url)
         .pruner(StopAll)
+        .sampler(OwnSampler(RandomSampler::seeded(5)))
         .heartbeat(BEAT, GRACE)
         .build()
         .unwrap();
     enqueue(&study, "report", 1);
+    enqueue(&study, "extra", 1);
     let worker = config(&url, 2)
         .worker_args([
             "executor::worker_entry_own_study",
@@ -321,16 +326,28 @@ fn executor_workers_prune_with_the_studys_pruner() {
         .env("HPO_EXEC_URL", &url)
         .env("HPO_EXEC_STUDY", &name);
     study
-        .optimize_with(Optimize::new().trials(1).processes(worker), objective)
+        .optimize_with(Optimize::new().trials(2).processes(worker), objective)
         .unwrap();
     let trials = by_number(&study);
     let states: Vec<_> = trials.iter().map(|t| t.state).collect();
     assert_eq!(
         states,
-        [TrialState::Pruned],
+        [TrialState::Pruned, TrialState::Complete],
         "{:?}",
-        trials[0].fail_reason()
+        trials.iter().map(|t| t.fail_reason()).collect::<Vec<_>>()
     );
+    let in_process = Study::builder()
+        .sampler(RandomSampler::seeded(5))
+        .build()
+        .unwrap();
+    in_process
+        .optimize(2, |t| -> Result<f64, TrialError> {
+            Ok(t.suggest_float("x", -1.0, 1.0)? + t.suggest_int("k", 0, 9)? as f64)
+        })
+        .unwrap();
+    let drawn = in_process.trials().unwrap();
+    assert_eq!(trials[1].param("x"), drawn[1].param("x"));
+    assert_eq!(trials[1].param("k"), drawn[1].param("k"));
 }
 
 /// A sampler written outside hpo (no settings to rebuild it from).
