@@ -138,8 +138,12 @@ impl FrozenTrial {
     /// less `drop` (this attempt's outcome), `failed_trial` naming the first
     /// attempt and `retry_history` every failed attempt so far, this one last.
     /// Used by stale-trial retries and by the executor's out-of-memory relaunch.
+    /// The attempt's [`super::RELATIVE_SAMPLE_ATTR`] (what it handed over to a
+    /// worker) is not copied: the copy is a new trial, which draws its own
+    /// joint sample when it starts.
     pub fn retry_copy(&self, drop: &[&str]) -> FrozenTrial {
         let mut system = self.system_attrs.clone();
+        system.remove(super::RELATIVE_SAMPLE_ATTR);
         for key in drop {
             system.remove(*key);
         }
@@ -173,5 +177,33 @@ impl FrozenTrial {
     pub fn duration(&self) -> Option<std::time::Duration> {
         let (s, e) = (self.datetime_start?, self.datetime_complete?);
         (e - s).to_std().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_retry_copy_keeps_the_configuration_and_drops_the_attempt() {
+        let mut t = FrozenTrial::new(3, 7, TrialState::Fail);
+        t.internal_params.insert("x".into(), 0.5);
+        t.system_attrs
+            .insert("cma:generation".into(), Value::from(2));
+        t.system_attrs
+            .insert(super::super::RELATIVE_SAMPLE_ATTR.into(), Value::Null);
+        t.system_attrs
+            .insert("fail_reason".into(), Value::from("boom"));
+        let copy = t.retry_copy(&["fail_reason"]);
+        assert_eq!(copy.state, TrialState::Waiting);
+        assert_eq!(copy.internal_params, t.internal_params);
+        let keys: Vec<&str> = copy.system_attrs.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            ["cma:generation", "failed_trial", "retry_history"],
+            "{:?}",
+            copy.system_attrs
+        );
+        assert_eq!(copy.system_attrs["failed_trial"], Value::from(7));
     }
 }
