@@ -19,7 +19,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::pruner::PrunerConfig;
-use crate::sampler::SamplerConfig;
+use crate::sampler::{Sampler, SamplerConfig};
 use crate::study::Trial;
 use crate::study::{DynObjective, Limits, Study, TrialRunner};
 use crate::trial::{FailureKind, FrozenTrial, TrialError, TrialState};
@@ -30,6 +30,13 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// Trials sampled ahead by default for samplers whose proposals do not
+/// depend on results (random, QMC, grid): the most packing choice.
+pub const LOOKAHEAD_INDEPENDENT: usize = 8;
+/// Trials sampled ahead by default for samplers that learn from results
+/// (TPE, CMA-ES, and any sampler hpo cannot describe).
+pub const LOOKAHEAD_LEARNING: usize = 2;
 
 /// Settings of the process executor, given to
 /// [`Optimize::processes`](crate::Optimize::processes).
@@ -53,7 +60,7 @@ pub struct ProcessConfig {
     context: u64,
     admission: AdmissionPolicy,
     trial_timeout: Option<Duration>,
-    lookahead: usize,
+    lookahead: Option<usize>,
     max_workers: Option<usize>,
     visible: Vec<String>,
     stderr_lines: usize,
@@ -94,7 +101,7 @@ impl ProcessConfig {
             context: 0,
             admission: AdmissionPolicy::default(),
             trial_timeout: None,
-            lookahead: 8,
+            lookahead: None,
             max_workers: None,
             visible: Vec::new(),
             stderr_lines: 20,
@@ -145,10 +152,33 @@ impl ProcessConfig {
         self
     }
 
-    /// How many trials are sampled ahead and queued for admission (default 8).
+    /// How many trials are sampled ahead and queued for admission, among
+    /// which the scheduler picks the one that packs the memory best.
+    ///
+    /// The default depends on the study's sampler. Every trial sampled ahead
+    /// is one more trial in flight for the sampler: proposed without the
+    /// results that arrive before it starts. Samplers whose proposals do not
+    /// depend on results (random search, QMC, a grid) lose nothing by it and
+    /// get 8; the others (TPE, CMA-ES, and samplers hpo cannot describe,
+    /// `Sampler::to_config` returning `None`) get 2. On the sampler suite
+    /// TPE needs 1.2-1.3 times the trials of a sequential run to reach its
+    /// result with 4 trials in flight and 1.6-1.9 times with 8, while the
+    /// simulated 24 GB workload runs 8 % fewer useful trials an hour with
+    /// 2 sampled ahead than with 8 (the book's Parallel trials chapter).
     pub fn lookahead(mut self, n: usize) -> Self {
-        self.lookahead = n.max(1);
+        self.lookahead = Some(n.max(1));
         self
+    }
+
+    /// The trials sampled ahead for a study sampled by `sampler`: the set
+    /// [`ProcessConfig::lookahead`], or the default for that sampler.
+    pub fn lookahead_for(&self, sampler: &dyn Sampler) -> usize {
+        self.lookahead.unwrap_or(match sampler.to_config() {
+            Some(
+                SamplerConfig::Random { .. } | SamplerConfig::Qmc(_) | SamplerConfig::Grid { .. },
+            ) => LOOKAHEAD_INDEPENDENT,
+            _ => LOOKAHEAD_LEARNING,
+        })
     }
 
     /// What `CUDA_VISIBLE_DEVICES` says to the workers of each device, in
@@ -332,6 +362,7 @@ fn optimize_processes(
         relaunches_pending: 0,
         pruner,
         sampler,
+        lookahead: config.lookahead_for(study.sampler().as_ref()),
     };
     c.run(limits)
 }
@@ -349,6 +380,8 @@ struct Coordinator<'a> {
     pruner: Option<PrunerConfig>,
     /// The study's sampler settings, sent with every assignment.
     sampler: Option<SamplerConfig>,
+    /// Trials sampled ahead ([`ProcessConfig::lookahead_for`] the study's sampler).
+    lookahead: usize,
 }
 
 impl Coordinator<'_> {
@@ -377,7 +410,7 @@ impl Coordinator<'_> {
                 }
             }
             // 1. Sample ahead: ask for trials and queue them for admission.
-            while self.held.len() < self.config.lookahead {
+            while self.held.len() < self.lookahead {
                 let wanted = !self.study.stop_requested()
                     && limits.n_trials.is_none_or(|n| started < n)
                     && !limits.timed_out(t0);

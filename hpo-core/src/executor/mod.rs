@@ -92,7 +92,7 @@ mod worker;
 pub use self::admission::{
     AdmissionPolicy, Candidate, Launch, QueuePolicy, Scheduler, Step, TrialEnd,
 };
-pub use self::coordinator::ProcessConfig;
+pub use self::coordinator::{ProcessConfig, LOOKAHEAD_INDEPENDENT, LOOKAHEAD_LEARNING};
 pub use self::correction::Correction;
 pub use self::devices::{DeviceBudget, DeviceSet};
 pub use self::relaunch::{is_oom_text, shrink, shrink_ladder};

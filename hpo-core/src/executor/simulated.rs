@@ -485,6 +485,11 @@ pub struct Report {
     pub retired_devices: Vec<String>,
     /// Trials launched per device.
     pub launches_per_device: Vec<usize>,
+    /// Executor and oracle: the mean number of trials in flight, as a
+    /// sampler sees them, when a new configuration was sampled: those
+    /// queued or running then, plus the new one (the sampler suite's "K in
+    /// flight"). 0 for fixed policies.
+    pub in_flight_at_sampling: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -548,6 +553,10 @@ struct Sim<'a> {
     report: Report,
     mem_integral: f64,
     busy_integral: f64,
+    /// Sum over sampled configurations of the trials in flight then, and
+    /// their count.
+    in_flight_sum: f64,
+    sampled: usize,
 }
 
 impl<'a> Sim<'a> {
@@ -629,9 +638,12 @@ impl<'a> Sim<'a> {
                 policy: policy.name(),
                 configs: n,
                 launches_per_device: vec![0; w.device.len()],
+                in_flight_at_sampling: 0.0,
                 ..Default::default()
             },
             mem_integral: 0.0,
+            in_flight_sum: 0.0,
+            sampled: 0,
             busy_integral: 0.0,
         }
     }
@@ -929,6 +941,9 @@ impl<'a> Sim<'a> {
             }
             let c = self.next_config;
             self.next_config += 1;
+            let running = self.sched.as_ref().map_or(0, Scheduler::running);
+            self.in_flight_sum += (queued + running + 1) as f64;
+            self.sampled += 1;
             let batch = self.configs[c].batch;
             self.requeue(c, batch);
         }
@@ -1027,6 +1042,9 @@ impl<'a> Sim<'a> {
         if r.wall_hours > 0.0 {
             r.useful_per_hour = r.useful as f64 / r.wall_hours;
             r.useful_pflop_per_hour = useful_flops / 1e15 / r.wall_hours;
+        }
+        if self.sampled > 0 {
+            r.in_flight_at_sampling = self.in_flight_sum / self.sampled as f64;
         }
         if self.now > 0.0 {
             r.memory_in_use = self.mem_integral / self.now;

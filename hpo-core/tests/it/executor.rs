@@ -17,9 +17,9 @@ use hpo_core::storage::SqliteStorage;
 use hpo_core::trial::{FAILED_TRIAL_ATTR, RELATIVE_SAMPLE_ATTR, RETRY_HISTORY_ATTR};
 use hpo_core::view::StudyView;
 use hpo_core::{
-    CmaEsConfig, CmaEsSampler, Distribution, FailureKind, FrozenTrial, Optimize, ParamValue,
-    RandomSampler, RetryPolicy, Sampler, Storage, Study, Support, TpeConfig, TpeSampler, Trial,
-    TrialError, TrialState,
+    CmaEsConfig, CmaEsSampler, Distribution, FailureKind, FrozenTrial, GridSampler, Optimize,
+    ParamValue, QmcSampler, RandomSampler, RetryPolicy, Sampler, Storage, Study, Support,
+    TpeConfig, TpeSampler, Trial, TrialError, TrialState,
 };
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -764,6 +764,84 @@ fn executor_timeout_launches_nothing_more_and_gives_back_what_it_sampled_ahead()
         8,
         "every configuration ran once: {after:?}"
     );
+}
+
+/// How far ahead the coordinator samples depends on the sampler: a trial
+/// sampled ahead is proposed without the results that arrive before it
+/// starts, which costs samplers that learn from results (2 ahead) and not
+/// those that do not (8 ahead); a set lookahead wins.
+#[test]
+fn executor_samples_ahead_as_far_as_the_sampler_can_afford() {
+    let cfg = config("sqlite:unused.db", 2);
+    let learning: [Arc<dyn Sampler>; 3] = [
+        Arc::new(TpeSampler::seeded(1)),
+        Arc::new(CmaEsSampler::with_config(CmaEsConfig::seeded(1)).unwrap()),
+        Arc::new(OwnSampler(RandomSampler::seeded(1))),
+    ];
+    for s in &learning {
+        assert_eq!(cfg.lookahead_for(s.as_ref()), executor::LOOKAHEAD_LEARNING);
+    }
+    let grid = GridSampler::new([("x", vec![ParamValue::Int(1)])], 1).unwrap();
+    let independent: [Arc<dyn Sampler>; 3] = [
+        Arc::new(RandomSampler::seeded(1)),
+        Arc::new(QmcSampler::new()),
+        Arc::new(grid),
+    ];
+    for s in &independent {
+        assert_eq!(
+            cfg.lookahead_for(s.as_ref()),
+            executor::LOOKAHEAD_INDEPENDENT
+        );
+    }
+    assert_eq!(
+        cfg.clone()
+            .lookahead(5)
+            .lookahead_for(&TpeSampler::seeded(1)),
+        5
+    );
+    assert_eq!(
+        (
+            executor::LOOKAHEAD_LEARNING,
+            executor::LOOKAHEAD_INDEPENDENT
+        ),
+        (2, 8)
+    );
+
+    // Run: one worker at a time, trials of 300 ms, the study's time out
+    // after 150 ms: what was sampled ahead is given back, and that is the
+    // sampler's lookahead.
+    let cases: [(&str, Arc<dyn Sampler>, usize); 2] = [
+        ("tpe", Arc::new(TpeSampler::seeded(1)), 2),
+        ("random", Arc::new(RandomSampler::seeded(1)), 8),
+    ];
+    for (tag, sampler, ahead) in cases {
+        let (_db, url) = temp_db(&format!("ahead-{tag}"));
+        let name = format!("ahead-{tag}-{}", std::process::id());
+        let study = Study::builder()
+            .name(&name)
+            .storage_url(&url)
+            .sampler(sampler)
+            .heartbeat(BEAT, GRACE)
+            .build()
+            .unwrap();
+        for _ in 0..12 {
+            enqueue(&study, "slow", 1);
+        }
+        study
+            .optimize_with(
+                Optimize::new()
+                    .trials(12)
+                    .timeout(Duration::from_millis(150))
+                    .processes(config(&url, 2).max_workers(1)),
+                objective,
+            )
+            .unwrap();
+        let given_back = by_number(&study)
+            .iter()
+            .filter(|t| t.fail_reason() == Some(executor::NOT_STARTED_REASON))
+            .count();
+        assert_eq!(given_back, ahead, "{tag}");
+    }
 }
 
 #[test]
