@@ -423,3 +423,36 @@ fn best_trial_is_right_across_the_settled_front_and_ties() {
         }
     }
 }
+
+/// A trial handed to another process keeps its joint sample: the process
+/// that adopts it suggests the recorded values; a damaged record is an
+/// error naming the attribute, not a silent re-draw.
+#[test]
+fn an_adopted_trial_suggests_the_joint_sample_recorded_at_hand_over() {
+    let s = Study::builder()
+        .sampler(CmaEsSampler::with_config(CmaEsConfig::seeded(3)).unwrap())
+        .build()
+        .unwrap();
+    // CMA-ES samples jointly once a trial has completed.
+    s.optimize(2, |t| -> std::result::Result<f64, TrialError> {
+        Ok(t.suggest_float("x", -1.0, 1.0)? + t.suggest_float("y", -1.0, 1.0)?)
+    })
+    .unwrap();
+    let mut t = s.ask().unwrap();
+    let x = t.suggest_float("x", -1.0, 1.0).unwrap();
+    t.record_relative_sample().unwrap();
+    let recorded = t.frozen().system_attrs[crate::trial::RELATIVE_SAMPLE_ATTR].clone();
+    assert!(recorded.get("x").is_none(), "suggested already: {recorded}");
+    let drawn = recorded["y"]["value"].as_f64().unwrap();
+    let id = s.hand_over(t).unwrap().id;
+    let mut adopted = s.adopt(id).unwrap();
+    assert_eq!(adopted.suggest_float("x", -1.0, 1.0).unwrap(), x);
+    assert_eq!(adopted.suggest_float("y", -1.0, 1.0).unwrap(), drawn);
+
+    let mut t = s.ask().unwrap();
+    t.set_system_attr(crate::trial::RELATIVE_SAMPLE_ATTR, "damaged")
+        .unwrap();
+    let id = s.hand_over(t).unwrap().id;
+    let err = s.adopt(id).unwrap_err().to_string();
+    assert!(err.contains("hpo:relative_sample"), "{err}");
+}
