@@ -366,11 +366,10 @@ impl Sampler for OwnSampler {
     }
 }
 
-/// `n` trials of mode "extra" (the objective suggests `x` and `k`, which the
-/// estimator does not), one worker at a time.
-fn run_extra(tag: &str, sampler: Arc<dyn Sampler>, modes: &[&str]) -> Study {
-    let (_db, url) = temp_db(&format!("sample-{tag}"));
-    let name = format!("sample-{tag}-{}", std::process::id());
+/// A new study file for `tag`, sampled by `sampler`: its URL and the study.
+fn sampled_study(tag: &str, sampler: Arc<dyn Sampler>) -> (String, Study) {
+    let (_db, url) = temp_db(tag);
+    let name = format!("{tag}-{}", std::process::id());
     let study = Study::builder()
         .name(&name)
         .storage_url(&url)
@@ -378,6 +377,13 @@ fn run_extra(tag: &str, sampler: Arc<dyn Sampler>, modes: &[&str]) -> Study {
         .heartbeat(BEAT, GRACE)
         .build()
         .unwrap();
+    (url, study)
+}
+
+/// `n` trials of mode "extra" (the objective suggests `x` and `k`, which the
+/// estimator does not), one worker at a time.
+fn run_extra(tag: &str, sampler: Arc<dyn Sampler>, modes: &[&str]) -> Study {
+    let (url, study) = sampled_study(&format!("sample-{tag}"), sampler);
     for mode in modes {
         study.enqueue([("mode", ParamValue::from(*mode))]).unwrap();
     }
@@ -815,15 +821,7 @@ fn executor_samples_ahead_as_far_as_the_sampler_can_afford() {
         ("random", Arc::new(RandomSampler::seeded(1)), 8),
     ];
     for (tag, sampler, ahead) in cases {
-        let (_db, url) = temp_db(&format!("ahead-{tag}"));
-        let name = format!("ahead-{tag}-{}", std::process::id());
-        let study = Study::builder()
-            .name(&name)
-            .storage_url(&url)
-            .sampler(sampler)
-            .heartbeat(BEAT, GRACE)
-            .build()
-            .unwrap();
+        let (url, study) = sampled_study(&format!("ahead-{tag}"), sampler);
         for _ in 0..12 {
             enqueue(&study, "slow", 1);
         }
