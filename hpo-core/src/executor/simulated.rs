@@ -638,7 +638,6 @@ impl<'a> Sim<'a> {
                 policy: policy.name(),
                 configs: n,
                 launches_per_device: vec![0; w.device.len()],
-                in_flight_at_sampling: 0.0,
                 ..Default::default()
             },
             mem_integral: 0.0,

@@ -22,10 +22,10 @@ use std::sync::Mutex;
 /// objective) is assigned a point that agrees with them.
 #[derive(Debug)]
 pub struct GridSampler {
-    /// The space as given, for [`Sampler::to_config`].
+    /// The space as given: parameter names (in the grid's column order)
+    /// and their values; also what [`Sampler::to_config`] returns.
     space: BTreeMap<String, Vec<ParamValue>>,
     seed: u64,
-    names: Vec<String>,
     grid: Vec<Vec<ParamValue>>,
     order: Vec<usize>,
     assigned: Mutex<HashMap<u64, usize>>,
@@ -49,7 +49,6 @@ impl GridSampler {
                 "grid parameter `{k}` has no values"
             )));
         }
-        let names: Vec<String> = space.keys().cloned().collect();
         let mut grid: Vec<Vec<ParamValue>> = vec![Vec::new()];
         for values in space.values() {
             grid = grid
@@ -68,7 +67,6 @@ impl GridSampler {
         Ok(GridSampler {
             space,
             seed,
-            names,
             grid,
             order,
             assigned: Mutex::new(HashMap::new()),
@@ -86,7 +84,7 @@ impl GridSampler {
     }
 
     fn point_of(&self, t: &FrozenTrial) -> Option<usize> {
-        let values: Option<Vec<ParamValue>> = self.names.iter().map(|n| t.param(n)).collect();
+        let values: Option<Vec<ParamValue>> = self.space.keys().map(|n| t.param(n)).collect();
         let values = values?;
         self.grid
             .iter()
@@ -117,8 +115,8 @@ impl GridSampler {
         // The points that agree with the grid parameters the trial already
         // holds (all of them when it holds none, or none agree).
         let held: Vec<(usize, ParamValue)> = self
-            .names
-            .iter()
+            .space
+            .keys()
             .enumerate()
             .filter_map(|(col, n)| Some((col, trial.param(n)?)))
             .collect();
@@ -159,10 +157,10 @@ impl Sampler for GridSampler {
         dist: &Distribution,
         support: &Support,
     ) -> Result<f64> {
-        let Some(col) = self.names.iter().position(|n| n == name) else {
+        let Some(col) = self.space.keys().position(|n| n == name) else {
             return Err(Error::InvalidConfig(format!(
                 "parameter `{name}` is not in the grid (grid parameters: {})",
-                self.names.join(", ")
+                self.space.keys().cloned().collect::<Vec<_>>().join(", ")
             )));
         };
         let p = self.assign(study, trial)?;
