@@ -11,6 +11,7 @@
 
 use super::admission::{AdmissionPolicy, Candidate, Launch, Scheduler, Step, TrialEnd};
 use super::devices::DeviceBudget;
+use super::fold::LineFolder;
 use super::worker::{self, Assignment, ORPHAN_STATUS, STORAGE_FAILURE_STATUS, WORKER_ENV};
 use super::{
     batch_of, is_oom_text, shrink, Batch, MemoryEstimator, ACCUMULATION_ATTR, DEVICE_ATTR,
@@ -38,6 +39,10 @@ pub const LOOKAHEAD_INDEPENDENT: usize = 8;
 /// (TPE, CMA-ES, and any sampler hpo cannot describe).
 pub const LOOKAHEAD_LEARNING: usize = 2;
 
+/// Default time between SIGTERM and SIGKILL for a worker past its trial
+/// timeout ([`ProcessConfig::kill_grace`]).
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(10);
+
 /// Settings of the process executor, given to
 /// [`Optimize::processes`](crate::Optimize::processes).
 ///
@@ -60,6 +65,7 @@ pub struct ProcessConfig {
     context: u64,
     admission: AdmissionPolicy,
     trial_timeout: Option<Duration>,
+    kill_grace: Duration,
     lookahead: Option<usize>,
     max_workers: Option<usize>,
     visible: Vec<String>,
@@ -78,6 +84,7 @@ impl std::fmt::Debug for ProcessConfig {
             .field("context", &self.context)
             .field("admission", &self.admission)
             .field("trial_timeout", &self.trial_timeout)
+            .field("kill_grace", &self.kill_grace)
             .field("lookahead", &self.lookahead)
             .field("max_workers", &self.max_workers)
             .field("visible_devices", &self.visible)
@@ -101,6 +108,7 @@ impl ProcessConfig {
             context: 0,
             admission: AdmissionPolicy::default(),
             trial_timeout: None,
+            kill_grace: DEFAULT_KILL_GRACE,
             lookahead: None,
             max_workers: None,
             visible: Vec::new(),
@@ -145,10 +153,18 @@ impl ProcessConfig {
         self
     }
 
-    /// A trial still running after `timeout` has its worker killed and is
-    /// failed as hung (default: no timeout).
+    /// A trial still running after `timeout` is failed as hung: its worker
+    /// gets SIGTERM, then SIGKILL if it has not exited after the grace
+    /// period ([`ProcessConfig::kill_grace`]) (default: no timeout).
     pub fn trial_timeout(mut self, timeout: Duration) -> Self {
         self.trial_timeout = Some(timeout);
+        self
+    }
+
+    /// How long a worker past its trial timeout has between SIGTERM and
+    /// SIGKILL (default [`DEFAULT_KILL_GRACE`]).
+    pub fn kill_grace(mut self, grace: Duration) -> Self {
+        self.kill_grace = grace;
         self
     }
 
@@ -295,6 +311,8 @@ struct Worker {
     launch: Launch<u64>,
     min_micro: u32,
     timed_out: bool,
+    /// When SIGTERM was sent after the trial timeout.
+    terminated: Option<Instant>,
 }
 
 impl TrialRunner for ProcessConfig {
@@ -465,12 +483,26 @@ impl Coordinator<'_> {
                         None
                     }
                 };
-                let status = match (status, self.config.trial_timeout) {
-                    (Some(s), _) => Some(s),
-                    (None, Some(t)) if w.started.elapsed() > t => {
-                        w.timed_out = true;
+                let status = match (status, self.config.trial_timeout, w.terminated) {
+                    (Some(s), _, _) => Some(s),
+                    // Past the grace after SIGTERM: SIGKILL.
+                    (None, _, Some(at)) if at.elapsed() > self.config.kill_grace => {
+                        tracing::warn!(
+                            trial = w.number,
+                            pid = w.child.id(),
+                            "the worker did not exit within {:?} of SIGTERM; killing it",
+                            self.config.kill_grace
+                        );
                         let _ = w.child.kill();
                         w.child.wait().ok()
+                    }
+                    (None, Some(t), None) if w.started.elapsed() > t => {
+                        w.timed_out = true;
+                        w.terminated = Some(Instant::now());
+                        if !terminate(&w.child) {
+                            let _ = w.child.kill();
+                        }
+                        None
                     }
                     _ => None,
                 };
@@ -616,6 +648,7 @@ impl Coordinator<'_> {
             Ok((child, stderr, reader)) => {
                 tracing::info!(
                     trial = frozen.number,
+                    pid = child.id(),
                     device = l.device,
                     micro_batch = l.batch.micro,
                     "worker started (reserved {:.2} GiB)",
@@ -631,6 +664,7 @@ impl Coordinator<'_> {
                     launch: l,
                     min_micro,
                     timed_out: false,
+                    terminated: None,
                 });
                 Ok(())
             }
@@ -698,16 +732,25 @@ impl Coordinator<'_> {
             .name(format!("hpo-worker-stderr-{number}"))
             .spawn(move || {
                 let Some(pipe) = pipe else { return };
-                for line in BufReader::new(pipe).lines() {
-                    let Ok(line) = line else { break };
-                    eprintln!("{line}");
-                    if let Ok(mut t) = sink.lock() {
-                        t.push_back(line);
-                        while t.len() > keep {
-                            t.pop_front();
+                // A failing backend repeats one line thousands of times:
+                // folded, the kept tail still holds the cause.
+                let mut folder = LineFolder::default();
+                let emit = |lines: Vec<String>| {
+                    for line in lines {
+                        eprintln!("{line}");
+                        if let Ok(mut t) = sink.lock() {
+                            t.push_back(line);
+                            while t.len() > keep {
+                                t.pop_front();
+                            }
                         }
                     }
+                };
+                for line in BufReader::new(pipe).lines() {
+                    let Ok(line) = line else { break };
+                    emit(folder.push(line));
                 }
+                emit(folder.flush());
             })?;
         Ok((child, tail, reader))
     }
@@ -735,7 +778,10 @@ impl Coordinator<'_> {
             } else {
                 describe(status)
             };
-            let oom = !w.timed_out && is_oom_text(&tail);
+            // OOM evidence wins, also over a timeout: a GPU process can hang
+            // after a failed allocation (cubecl's device thread is gone), and
+            // what it needs is the same as any OOM, a smaller relaunch.
+            let oom = is_oom_text(&tail);
             let kind = if oom {
                 FailureKind::Oom
             } else if tail.contains("panicked") {
@@ -880,6 +926,24 @@ fn signal_of(status: ExitStatus) -> Option<i32> {
 #[cfg(not(unix))]
 fn signal_of(_status: ExitStatus) -> Option<i32> {
     None
+}
+
+/// Sends SIGTERM to a worker (Unix), so that it can let go of the device
+/// before SIGKILL; false where it could not be sent.
+fn terminate(child: &Child) -> bool {
+    #[cfg(unix)]
+    {
+        use rustix::process::{kill_process, Pid, Signal};
+        let Some(pid) = i32::try_from(child.id()).ok().and_then(Pid::from_raw) else {
+            return false;
+        };
+        kill_process(pid, Signal::TERM).is_ok()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = child;
+        false
+    }
 }
 
 /// "was killed by signal 9 (SIGKILL)", "exited with status 101".

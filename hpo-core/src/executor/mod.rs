@@ -85,6 +85,8 @@ mod admission;
 mod coordinator;
 mod correction;
 mod devices;
+mod failure;
+mod fold;
 mod relaunch;
 pub mod simulated;
 mod worker;
@@ -92,10 +94,13 @@ mod worker;
 pub use self::admission::{
     AdmissionPolicy, Candidate, Launch, QueuePolicy, Scheduler, Step, TrialEnd,
 };
-pub use self::coordinator::{ProcessConfig, LOOKAHEAD_INDEPENDENT, LOOKAHEAD_LEARNING};
+pub use self::coordinator::{
+    ProcessConfig, DEFAULT_KILL_GRACE, LOOKAHEAD_INDEPENDENT, LOOKAHEAD_LEARNING,
+};
 pub use self::correction::Correction;
 pub use self::devices::{DeviceBudget, DeviceSet};
-pub use self::relaunch::{is_oom_text, shrink, shrink_ladder};
+pub use self::failure::{classify_text, is_oom_text, FailureText};
+pub use self::relaunch::{shrink, shrink_ladder};
 pub use self::worker::{batch_of, is_worker, record_peak, worker_main, WORKER_ENV};
 
 use crate::distribution::ParamValue;

@@ -1,32 +1,14 @@
-//! OOM as a relaunch: classifying an out-of-memory and shrinking the batch.
+//! OOM as a relaunch: shrinking the batch of a configuration that did not fit.
 //!
 //! A trial ran out of memory when its objective returned
 //! [`TrialError::Oom`](crate::TrialError::Oom), when it panicked with an
 //! allocation failure, or when its worker died with such a message on
-//! standard error ([`is_oom_text`]). The same configuration is then
+//! standard error ([`super::is_oom_text`]). The same configuration is then
 //! re-enqueued with [`shrink`]: micro-batch halved, accumulation doubled, the
 //! effective batch unchanged. A micro-batch that is odd or at the floor
 //! cannot be halved exactly: the configuration then ends as Oom.
 
 use super::Batch;
-
-/// Texts that mean "out of device (or host) memory" in errors, panics and
-/// stderr: CUDA, cubecl/burn, PyTorch and Rust's allocator.
-const OOM_MARKERS: &[&str] = &[
-    "out of memory",
-    "out_of_memory",
-    "outofmemory",
-    "can't allocate buffer",
-    "cannot allocate",
-    "failed to allocate",
-    "memory allocation of",
-];
-
-/// Whether an error message, panic text or stderr line reports an out-of-memory.
-pub fn is_oom_text(text: &str) -> bool {
-    let lower = text.to_ascii_lowercase();
-    OOM_MARKERS.iter().any(|m| lower.contains(m))
-}
 
 /// The next smaller batch with the same effective batch, or `None` at the
 /// floor (`micro` would drop below `min_micro`, or is odd).
@@ -68,16 +50,5 @@ mod tests {
         assert!(ladder.iter().all(|b| b.effective() == 96));
         assert_eq!(shrink(Batch::new(6, 16), 4), None, "3 < floor 4");
         assert_eq!(shrink(Batch::new(3, 1), 1), None, "odd");
-    }
-
-    #[test]
-    fn oom_texts_are_recognised() {
-        assert!(is_oom_text("CUDA error: out of memory"));
-        assert!(is_oom_text(
-            "thread 'DSD-0-0' panicked: can't allocate buffer of size 123"
-        ));
-        assert!(is_oom_text("memory allocation of 1024 bytes failed"));
-        assert!(is_oom_text("CUDA_ERROR_OUT_OF_MEMORY"));
-        assert!(!is_oom_text("index out of bounds"));
     }
 }

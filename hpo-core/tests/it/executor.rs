@@ -567,6 +567,80 @@ fn executor_worker_crashes_fail_their_trial_and_the_study_goes_on() {
     }
 }
 
+/// Every trial is one micro-batch of 1 GiB.
+struct OneGib;
+
+impl MemoryEstimator for OneGib {
+    fn propose(&self, _trial: &mut Trial) -> Result<Shape, TrialError> {
+        Ok(Shape::new("test", Batch::new(1, 1)))
+    }
+
+    fn peak_bytes(&self, _params: &BTreeMap<String, ParamValue>, _batch: Batch) -> u64 {
+        GIB
+    }
+}
+
+/// A worker that ignores SIGTERM: it becomes a shell that traps it and
+/// sleeps (an ignored signal stays ignored across `exec`), as a process
+/// stuck in a driver call would. Only SIGKILL ends it.
+#[test]
+#[ignore = "run by executor_a_worker_that_ignores_sigterm_is_killed_after_the_grace"]
+fn stubborn_worker_entry() {
+    use std::os::unix::process::CommandExt;
+    executor::worker_main(|_trial: &mut Trial| -> Result<f64, TrialError> {
+        let e = Command::new("sh")
+            .args(["-c", "trap '' TERM; exec sleep 60"])
+            .exec();
+        panic!("could not exec the shell: {e}");
+    })
+    .unwrap();
+    panic!("stubborn_worker_entry runs only as a worker started by the executor");
+}
+
+/// A trial past its timeout gets SIGTERM, and SIGKILL once the grace has
+/// passed: a worker that ignores SIGTERM still ends, and its trial fails as
+/// timed out.
+#[test]
+fn executor_a_worker_that_ignores_sigterm_is_killed_after_the_grace() {
+    let (_db, url) = temp_db("stubborn");
+    let name = format!("stubborn-{}", std::process::id());
+    let study = study_on(&url, &name);
+    let (timeout, grace) = (Duration::from_millis(1500), Duration::from_millis(1500));
+    let cfg = ProcessConfig::new(&url, Arc::new(OneGib))
+        .budget(2 * GIB)
+        .trial_timeout(timeout)
+        .kill_grace(grace)
+        .worker_args([
+            "executor::stubborn_worker_entry",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ]);
+    let started = Instant::now();
+    study
+        .optimize_with(Optimize::new().trials(1).processes(cfg), |_: &mut Trial| {
+            Ok::<f64, TrialError>(0.0)
+        })
+        .unwrap();
+    let t = &by_number(&study)[0];
+    assert_eq!(t.state, TrialState::Fail, "{t:?}");
+    assert!(
+        t.system_attrs[EXIT_ATTR]
+            .as_str()
+            .unwrap()
+            .contains("timeout"),
+        "{:?}",
+        t.system_attrs
+    );
+    // SIGTERM alone did not end it: the grace passed before SIGKILL.
+    assert!(
+        started.elapsed() >= timeout + grace,
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 #[test]
 fn executor_real_workers_run_in_parallel_within_the_budget() {
     let (_db, url) = temp_db("parallel");
