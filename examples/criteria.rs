@@ -113,10 +113,19 @@ struct Args {
     /// reproduces a smaller card), or the machine's memory on the CPU.
     #[arg(long, value_parser = parse_bytes)]
     memory_budget: Option<u64>,
+    /// Fail a trial whose worker process runs longer than this many seconds
+    /// (SIGTERM, then SIGKILL): a worker hung on a broken device must not
+    /// stall the study. Worker processes only.
+    #[arg(long, value_name = "SECONDS")]
+    trial_timeout: Option<u64>,
     /// The arguments worker processes are started with (not a flag: this
     /// program's own arguments; the tests start their own harness instead).
     #[arg(skip)]
     worker_args: Option<Vec<String>>,
+    /// Environment variables for worker processes only (not a flag: the
+    /// tests arm a replayed GPU failure in the workers this way).
+    #[arg(skip)]
+    worker_env: Vec<(String, String)>,
     /// Maximum epochs per trial [default: 1; 2 with --from-scratch].
     #[arg(long)]
     epochs: Option<usize>,
@@ -318,6 +327,12 @@ impl Args {
             // not a trial").
             None => Jobs::Workers(cpu_cores()),
         };
+        if jobs == Jobs::InProcess && self.trial_timeout.is_some() {
+            bail!(
+                "--trial-timeout ends worker processes, but trials run in this process \
+                 here; add `--jobs auto` or `--jobs N`"
+            );
+        }
         if jobs == Jobs::InProcess && self.memory_budget.is_some() {
             bail!(
                 "--memory-budget admits worker processes, but trials run in this process \
@@ -842,6 +857,17 @@ fn start(args: Args) -> anyhow::Result<()> {
             // A worker process sees only its device (CUDA_VISIBLE_DEVICES),
             // which is then device 0 inside it.
             let index = if executor::is_worker() { 0 } else { index };
+            // Headers, NVRTC, driver and NVML, before the first trial: one
+            // clear error instead of a panic in every trial's worker.
+            let runtime = hpo_burn::runtime::check_cuda()?;
+            // Every process of the study compiles each kernel once between them.
+            let cache = hpo_burn::runtime::configure_kernel_cache();
+            if !executor::is_worker() {
+                println!("CUDA runtime: {runtime}");
+                if let Some(dir) = cache {
+                    println!("kernel cache: {}", dir.display());
+                }
+            }
             let device = hpo_burn::burn::backend::cuda::CudaDevice::new(index);
             run::<hpo_burn::Cuda>(&args, jobs, backbones, &test, device)
         }
@@ -974,9 +1000,17 @@ fn process_config(
 ) -> anyhow::Result<ProcessConfig> {
     let sizing_backbones = Arc::clone(backbones);
     let sizing_args = args.clone();
+    // On a GPU, burn holds about twice the analytic estimate (measured):
+    // the first trials of each model are sized with that before the
+    // executor's correction has measured them.
+    let calibration = if args.device.starts_with("cuda:") {
+        hpo_burn::estimator::BURN_CUDA_F32_CALIBRATION
+    } else {
+        1.0
+    };
     let estimator = TrainingEstimator::new(move |trial| {
         let (backbone, spec) = sample_run(trial, &sizing_backbones, &sizing_args)?;
-        Ok(Sizing::of_run(sizing_backbones.task(backbone), &spec)?)
+        Ok(Sizing::of_run(sizing_backbones.task(backbone), &spec)?.calibrated(calibration))
     });
     let mut config = ProcessConfig::new(&args.storage, Arc::new(estimator));
     config = match args.device.strip_prefix("cuda:") {
@@ -984,11 +1018,18 @@ fn process_config(
             let index: u32 = index
                 .parse()
                 .map_err(|e| anyhow::anyhow!("bad device {:?}: {e}", args.device))?;
-            // One CUDA context per worker process, and a little kept free.
+            // One CUDA context per worker process (measured), and a little
+            // kept free.
+            // A worker sees this process's device `index`, through any
+            // CUDA_VISIBLE_DEVICES this process was given.
+            let visible = hpo_burn::nvml::visible_entry(
+                hpo_burn::nvml::inherited_visible().as_deref(),
+                index,
+            )?;
             config
                 .budget(device_budget(index, args.memory_budget)?)
-                .visible_devices([index.to_string()])
-                .context(GIB / 2)
+                .visible_devices([visible])
+                .context(hpo_burn::estimator::CUDA_CONTEXT_BYTES)
                 .headroom(GIB / 2)
         }
         // On the CPU a trial's memory is its process's: the workers' peak
@@ -1008,8 +1049,14 @@ fn process_config(
             config = config.threads_per_worker(cpu_share(n)).lookahead(1);
         }
     }
+    if let Some(seconds) = args.trial_timeout {
+        config = config.trial_timeout(Duration::from_secs(seconds));
+    }
     if let Some(worker_args) = &args.worker_args {
         config = config.worker_args(worker_args.clone());
+    }
+    for (key, value) in &args.worker_env {
+        config = config.env(key, value);
     }
     Ok(config)
 }
@@ -1139,8 +1186,9 @@ fn summary<B: AutodiffBackend>(
 /// What the executor did and the memory the trials used: OOM relaunches
 /// (trials that are the relaunch of an out-of-memory trial), configurations
 /// found infeasible before launch (never given a process), and the largest
-/// peak measured on a trial (device memory, or a worker's resident memory on
-/// the CPU; the process's resident memory in-process).
+/// peak measured on a trial, saying which figure it is: the device
+/// allocator's (cubecl's reserved bytes, on a GPU), a worker's resident
+/// memory (on the CPU), or this process's resident memory (in-process).
 fn memory_summary(trials: &[Arc<FrozenTrial>]) -> String {
     let relaunches = trials
         .iter()
@@ -1156,17 +1204,25 @@ fn memory_summary(trials: &[Arc<FrozenTrial>]) -> String {
     let peak = trials
         .iter()
         .filter_map(|t| {
-            let bytes = t
-                .system_attrs
-                .get(executor::PEAK_BYTES_ATTR)
-                .or_else(|| t.user_attrs.get("peak_rss_bytes"))?
-                .as_u64()?;
-            Some((bytes, t.number))
+            let user = |key| t.user_attrs.get(key).and_then(|v| v.as_u64());
+            let (bytes, what) = match (
+                user(hpo_burn::DEVICE_PEAK_KEY),
+                t.system_attrs
+                    .get(executor::PEAK_BYTES_ATTR)
+                    .and_then(|v| v.as_u64()),
+                user("peak_rss_bytes"),
+            ) {
+                (Some(b), _, _) => (b, "device allocator"),
+                (None, Some(b), _) => (b, "worker resident memory"),
+                (None, None, Some(b)) => (b, "process resident memory"),
+                (None, None, None) => return None,
+            };
+            Some((bytes, t.number, what))
         })
         .max();
     let peak = match peak {
-        Some((bytes, number)) => format!(
-            "peak memory used {:.2} GiB (trial #{number})",
+        Some((bytes, number, what)) => format!(
+            "peak memory used {:.2} GiB ({what}, trial #{number})",
             bytes as f64 / GIB as f64
         ),
         None => "peak memory used: not measured".to_owned(),
@@ -1413,6 +1469,88 @@ mod tests {
             line.starts_with("0 OOM relaunches, 0 infeasible before launch, peak memory used "),
             "{line}"
         );
+        let _ = std::fs::remove_file(&db);
+    }
+
+    /// The arguments of the replayed-OOM study: one trial enqueued at
+    /// micro-batch 16, its workers armed with cubecl's failure sequence at
+    /// micro-batch 16 and above.
+    fn replayed_oom_args(coordinator: u32) -> Args {
+        let db = std::env::temp_dir().join(format!("criteria-replayed-oom-{coordinator}.db"));
+        let mut args = tiny_args(
+            &format!("sqlite:{}", db.display()),
+            &[
+                "--jobs",
+                "1",
+                "--memory-budget",
+                "8GiB",
+                "--trials",
+                "1",
+                "--enqueue",
+                r#"{"backbone": "Light", "batch_size": 16, "grad_accum": 1, "max_len": 32}"#,
+            ],
+        );
+        args.worker_args = Some(
+            [
+                "tests::replayed_oom_entry",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ]
+            .map(String::from)
+            .to_vec(),
+        );
+        args.worker_env = vec![(
+            hpo_burn::fault::FAULT_ENV.to_owned(),
+            "alloc-then-memory-page@16".to_owned(),
+        )];
+        args
+    }
+
+    /// A worker of `a_gpu_oom_is_relaunched_at_half_the_micro_batch`.
+    #[test]
+    #[ignore = "run by a_gpu_oom_is_relaunched_at_half_the_micro_batch as a worker process"]
+    fn replayed_oom_entry() {
+        assert!(executor::is_worker(), "only a worker process runs this");
+        start(replayed_oom_args(std::os::unix::process::parent_id())).unwrap();
+        panic!("a worker exits once its trial is stored");
+    }
+
+    /// cubecl 0.10's sequence after a failed allocation (the device thread
+    /// panics, then a read fails with "Memory page 0 doesn't exist"),
+    /// replayed in a worker process: the trial is recorded OOM and
+    /// relaunched at half the micro-batch with twice the accumulation, which
+    /// completes.
+    #[test]
+    fn a_gpu_oom_is_relaunched_at_half_the_micro_batch() {
+        let args = replayed_oom_args(std::process::id());
+        let db = args.storage.trim_start_matches("sqlite:").to_owned();
+        let _ = std::fs::remove_file(&db);
+        start(args.clone()).unwrap();
+        let study = Study::builder()
+            .name(args.study_name())
+            .storage_url(&args.storage)
+            .load()
+            .unwrap();
+        let trials = study.trials().unwrap();
+        assert_eq!(trials.len(), 2, "{trials:?}");
+        let (first, relaunch) = (&trials[0], &trials[1]);
+        assert_eq!(first.failure(), Some(hpo::FailureKind::Oom), "{first:?}");
+        assert!(
+            first
+                .fail_reason()
+                .is_some_and(|r| r.contains("can't allocate buffer")),
+            "{first:?}"
+        );
+        assert_eq!(relaunch.state, TrialState::Complete, "{relaunch:?}");
+        let attr = |t: &FrozenTrial, key: &str| t.system_attrs.get(key).and_then(|v| v.as_u64());
+        assert_eq!(attr(first, executor::MICRO_BATCH_ATTR), Some(16));
+        assert_eq!(attr(relaunch, executor::MICRO_BATCH_ATTR), Some(8));
+        assert_eq!(attr(relaunch, executor::ACCUMULATION_ATTR), Some(2));
+        assert_eq!(attr(relaunch, executor::OOM_RETRIES_ATTR), Some(1));
+        assert_eq!(attr(relaunch, "failed_trial"), Some(first.number));
+        assert_eq!(relaunch.params(), first.params(), "the same configuration");
         let _ = std::fs::remove_file(&db);
     }
 

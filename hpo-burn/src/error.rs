@@ -190,6 +190,18 @@ impl Error {
         }
     }
 
+    /// Whether this error reports an allocation failure: the device's
+    /// (simulated or real, however it surfaced) or an exhausted OOM ladder.
+    pub fn is_out_of_memory(&self) -> bool {
+        match self {
+            Error::OutOfMemory(_) | Error::OomExhausted(_) => true,
+            Error::Execution { out_of_memory, .. } | Error::BackendPanics { out_of_memory, .. } => {
+                *out_of_memory
+            }
+            _ => false,
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),

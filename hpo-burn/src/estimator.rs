@@ -41,11 +41,35 @@ pub struct Sizing {
     pub batch: Batch,
     /// Training precision.
     pub precision: Precision,
+    /// What the backend really holds over the analytic estimate, before any
+    /// measurement of this family: 1 (the analytic figure as is) unless set
+    /// with [`Sizing::calibrated`]. The executor's learned correction
+    /// applies on top.
+    pub calibration: f64,
 }
+
+/// burn-cuda 0.21's measured peak (cubecl's reserved bytes) over the
+/// analytic estimate, f32 training of BERT presets from scratch: 1.88-2.34,
+/// median 2.1, over 14 trials on an NVIDIA H200 (book: "Parallel trials on
+/// one GPU", GPU check call 3, 2026-11-26). Without it the executor's first
+/// trials of each model are admitted at half their real size: five started
+/// at once there and the device went 58% over a 24 GiB budget before the
+/// first measurement arrived.
+pub const BURN_CUDA_F32_CALIBRATION: f64 = 2.1;
+
+/// One worker process's CUDA context and what the driver holds for it:
+/// NVML's per-process figure minus cubecl's reserved bytes, median 0.52 GiB
+/// (555-560 MB) over 29 trials of two calls on an NVIDIA H200 (driver
+/// 580.159.04, CUDA 13.0; book: "Parallel trials on one GPU").
+pub const CUDA_CONTEXT_BYTES: u64 = 560_000_000;
 
 impl Sizing {
     /// The sizing of `spec` run on `task` (as [`crate::run`] would run it):
-    /// the model's name as family, f32 training.
+    /// the model's name as family, f32 training, sized for the longest batch
+    /// the run will really see (`max_len`, or the task's longest training
+    /// example when that is shorter: batches are padded to their own
+    /// longest sequence, so a study on tweets at `max_len` 384 never holds
+    /// activations for 384 tokens).
     pub fn of_run(task: &TextTask, spec: &RunSpec) -> Result<Self> {
         let model = spec.model_config(task);
         let micro = u32::try_from(spec.train.micro_batch)
@@ -62,22 +86,39 @@ impl Sizing {
         };
         Ok(Sizing {
             family: spec.model_name(task),
-            max_len: spec.train.max_len.min(model.max_position),
+            max_len: spec
+                .train
+                .max_len
+                .min(model.max_position)
+                .min(task.longest_train_tokens()?.max(1)),
             model,
             batch: Batch::new(micro, accumulation),
             precision: Precision::F32,
+            calibration: 1.0,
         })
     }
 
-    /// Estimated peak device memory at `batch` (only its micro-batch counts).
+    /// The same sizing with the backend's measured calibration (for
+    /// burn-cuda f32: [`BURN_CUDA_F32_CALIBRATION`]); factors that are not
+    /// finite and positive leave it as it was.
+    pub fn calibrated(mut self, factor: f64) -> Self {
+        if factor.is_finite() && factor > 0.0 {
+            self.calibration = factor;
+        }
+        self
+    }
+
+    /// Estimated peak device memory at `batch` (only its micro-batch
+    /// counts), times the calibration.
     pub fn peak_bytes(&self, batch: Batch) -> u64 {
-        estimate_training_memory(
+        let analytic = estimate_training_memory(
             &self.model,
             batch.micro as usize,
             self.max_len,
             self.precision,
         )
-        .total()
+        .total();
+        (analytic as f64 * self.calibration).round() as u64
     }
 }
 
@@ -222,6 +263,7 @@ mod tests {
             max_len: 128,
             batch: Batch::new(micro, 1),
             precision: Precision::F32,
+            calibration: 1.0,
         }
     }
 
@@ -271,6 +313,56 @@ mod tests {
         let large = sizing(Preset::Large, 8);
         assert_ne!(base.family, large.family);
         assert!(large.peak_bytes(base.batch) > base.peak_bytes(base.batch));
+    }
+
+    #[test]
+    fn the_calibration_scales_the_price() {
+        let plain = sizing(Preset::Base, 16);
+        let b = plain.batch;
+        let cal = plain.clone().calibrated(BURN_CUDA_F32_CALIBRATION);
+        let ratio = cal.peak_bytes(b) as f64 / plain.peak_bytes(b) as f64;
+        assert!((ratio - BURN_CUDA_F32_CALIBRATION).abs() < 1e-6, "{ratio}");
+        // Nonsense leaves it alone.
+        assert_eq!(plain.clone().calibrated(f64::NAN).calibration, 1.0);
+        assert_eq!(plain.calibrated(-2.0).calibration, 1.0);
+    }
+
+    #[test]
+    fn a_run_is_sized_for_its_longest_real_example() {
+        use crate::data::{Dataset, Example, Text};
+        use crate::task::{RunSpec, TextTask};
+        use crate::train::TrainConfig;
+        let ex = |t: &str, label| Example {
+            text: Text::Single(t.into()),
+            label,
+        };
+        let train = Dataset {
+            examples: (0..20)
+                .map(|i| ex(&"word ".repeat(3 + i % 5), i % 2))
+                .collect(),
+            classes: vec!["a".into(), "b".into()],
+        };
+        let valid = Dataset {
+            examples: vec![ex("word word", 0), ex("word", 1)],
+            classes: train.classes.clone(),
+        };
+        let task = TextTask::new(train, valid, None, 200).unwrap();
+        let longest = task.longest_train_tokens().unwrap();
+        // Seven words and [CLS]/[SEP], give or take the vocabulary's pieces.
+        assert!((9..=16).contains(&longest), "{longest}");
+        let spec = |max_len| RunSpec {
+            preset: Preset::Tiny,
+            head_layers: 0,
+            head_width: 64,
+            dropout: 0.1,
+            pooling: crate::model::Pooling::Mean,
+            train: TrainConfig {
+                max_len,
+                ..TrainConfig::default()
+            },
+        };
+        assert_eq!(Sizing::of_run(&task, &spec(384)).unwrap().max_len, longest);
+        assert_eq!(Sizing::of_run(&task, &spec(8)).unwrap().max_len, 8);
     }
 
     #[test]

@@ -86,14 +86,18 @@ pub mod cache;
 pub mod data;
 mod error;
 pub mod estimator;
+pub mod fault;
 pub mod host;
 pub mod kernels;
 pub mod memory;
 pub mod model;
+pub mod nvml;
 pub mod oom;
 pub mod panic_guard;
+pub mod peak;
 pub mod pretrained;
 pub mod read;
+pub mod runtime;
 mod task;
 pub mod threads;
 pub mod tokenize;
@@ -108,7 +112,7 @@ pub use crate::pretrained::Checkpoint;
 pub use crate::task::{run, run_with_model, RunSpec, TextTask, DEFAULT_TRAINED_VOCAB};
 pub use crate::tokenize::TextTokenizer;
 pub use crate::train::{
-    ClipScope, FitReport, Recorder, TrainConfig, TrainData, Trainer, TrialSink,
+    ClipScope, FitReport, Recorder, TrainConfig, TrainData, Trainer, TrialSink, DEVICE_PEAK_KEY,
 };
 
 /// The CPU training backend: autodiff over burn-flex, f32.

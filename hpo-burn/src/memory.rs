@@ -161,34 +161,19 @@ pub struct DeviceMemory {
     pub free: u64,
 }
 
-/// Device totals of NVIDIA GPU `index` from NVML.
+/// Device totals of CUDA device `index` of this process from NVML
+/// ([`crate::nvml`]: `libnvidia-ml.so` or `.so.1`, the index mapped through an
+/// inherited `CUDA_VISIBLE_DEVICES`).
 ///
 /// Returns an error saying why when unavailable: built without the `cuda`
 /// feature, no NVIDIA driver, or no such device. Never panics.
 pub fn device_memory(index: u32) -> Result<DeviceMemory> {
-    #[cfg(feature = "cuda")]
-    {
-        let nvml = nvml_wrapper::Nvml::init()
-            .map_err(|e| Error::Device(format!("NVML not available (no NVIDIA driver?): {e}")))?;
-        let device = nvml
-            .device_by_index(index)
-            .map_err(|e| Error::Device(format!("NVML: no GPU {index}: {e}")))?;
-        let info = device
-            .memory_info()
-            .map_err(|e| Error::Device(format!("NVML: memory info of GPU {index}: {e}")))?;
-        Ok(DeviceMemory {
-            total: info.total,
-            used: info.used,
-            free: info.free,
-        })
-    }
-    #[cfg(not(feature = "cuda"))]
-    {
-        let _ = index;
-        Err(Error::Device(
-            "device memory not available: hpo-burn was built without the `cuda` feature".into(),
-        ))
-    }
+    let r = crate::nvml::report(index)?;
+    Ok(DeviceMemory {
+        total: r.total,
+        used: r.used,
+        free: r.free,
+    })
 }
 
 /// Peak resident memory of this process in bytes (Linux `VmHWM`), the

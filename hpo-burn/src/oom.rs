@@ -15,7 +15,9 @@
 //! [`Error::Execution`] and [`Error::BackendPanics`] instead, which the
 //! ladder does not retry: they leave a GPU unusable for the rest of the
 //! process, so only a fresh process (the executor's relaunch) can recover.
-//! [`is_out_of_memory`] is the one classification all three share.
+//! [`is_out_of_memory`] is the one classification all three share, and it
+//! is hpo-core's: the process executor reads workers' errors and stderr
+//! with the same markers.
 //!
 //! A failure that poisons the device, such as a CUDA device-side assert, is
 //! [`Error::Device`]: the ladder does not retry it (every later launch on that
@@ -23,50 +25,25 @@
 //! isolates trials in worker processes starts a fresh one.
 
 use crate::error::Error;
+use hpo_core::executor::{classify_text, FailureText};
 use std::any::Any;
 
-const OOM_MARKERS: &[&str] = &[
-    "out of memory",
-    "can't allocate",
-    "outofmemory",
-    "out_of_memory",
-    "cuda_error_out_of_memory",
-    "memory allocation",
-    "failed to allocate",
-    "cannot allocate",
-    "alloc error",
-];
-
-const POISON_MARKERS: &[&str] = &[
-    "device-side assert",
-    "cuda_error_assert",
-    "cuda_error_illegal_address",
-    "cuda_error_launch_failed",
-    "illegal memory access",
-    "unspecified launch failure",
-    "device lost",
-    "cuda_error_ecc_uncorrectable",
-];
-
 /// Whether a backend's failure message reports an allocation failure
-/// (out of memory), as opposed to a poisoned device or any other failure. A
-/// message naming both (a device-side assert after a failed allocation) is
-/// not an OOM: the device is gone whatever the batch.
+/// (out of memory), as opposed to a poisoned device or any other failure:
+/// hpo-core's classifier ([`hpo_core::executor::classify_text`], with
+/// cubecl 0.10's real wording), shared with the process executor. A message
+/// naming both (a device-side assert after a failed allocation) is not an
+/// OOM: the device is gone whatever the batch.
 pub fn is_out_of_memory(message: &str) -> bool {
-    let lower = message.to_ascii_lowercase();
-    !POISON_MARKERS.iter().any(|m| lower.contains(m))
-        && OOM_MARKERS.iter().any(|m| lower.contains(m))
+    classify_text(message) == FailureText::OutOfMemory
 }
 
 /// Classifies a failure message from a backend.
 pub fn classify(message: &str) -> Error {
-    let lower = message.to_ascii_lowercase();
-    if POISON_MARKERS.iter().any(|m| lower.contains(m)) {
-        Error::Device(message.to_string())
-    } else if is_out_of_memory(message) {
-        Error::OutOfMemory(message.to_string())
-    } else {
-        Error::Device(format!("backend panicked: {message}"))
+    match classify_text(message) {
+        FailureText::PoisonedDevice => Error::Device(message.to_string()),
+        FailureText::OutOfMemory => Error::OutOfMemory(message.to_string()),
+        FailureText::Other => Error::Device(format!("backend panicked: {message}")),
     }
 }
 

@@ -26,6 +26,8 @@ pub struct TextTask {
     pub tokenizer: TextTokenizer,
     /// The pretrained starting point, if any.
     pub checkpoint: Option<Checkpoint>,
+    /// The longest training example in tokens, untruncated (computed once).
+    longest_train: std::sync::OnceLock<usize>,
 }
 
 impl TextTask {
@@ -55,7 +57,27 @@ impl TextTask {
             valid,
             tokenizer,
             checkpoint,
+            longest_train: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The longest training example in tokens (special tokens included,
+    /// before truncation): batches are padded to their own longest
+    /// sequence, so a run at `max_len` never sees a batch longer than
+    /// `max_len.min(longest_train_tokens())`, and that is what its memory
+    /// is sized for. Tokenizes the split once, then remembers.
+    pub fn longest_train_tokens(&self) -> Result<usize> {
+        if let Some(&n) = self.longest_train.get() {
+            return Ok(n);
+        }
+        // Long enough that nothing is cut: the length itself is wanted.
+        let n = self
+            .encode_dataset(&self.train, 1 << 20)?
+            .iter()
+            .map(EncodedExample::len)
+            .max()
+            .unwrap_or(0);
+        Ok(*self.longest_train.get_or_init(|| n))
     }
 
     /// Tokenizes both splits at `max_len`.

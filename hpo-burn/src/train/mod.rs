@@ -27,15 +27,17 @@ pub use self::adamw::{AdamW, AdamWState};
 pub use self::clip::{clip_factor, global_norm, ClipScope, GradScale};
 pub use self::metrics::{accuracy_and_macro_f1, Metrics};
 pub use self::schedule::WarmupLinear;
-pub use self::sink::{Recorder, TrialSink};
+pub use self::sink::{Recorder, TrialSink, DEVICE_PEAK_KEY};
 
 use crate::batch::{make_batch, plan_batches, EncodedExample};
 use crate::error::OomConfig;
 use crate::error::{Error, Result};
+use crate::fault::{Fault, Injected};
 use crate::memory::{estimate_training_memory, process_peak_rss, MemoryGuard, Precision};
 use crate::model::{BertClassifier, ModelConfig};
 use crate::oom::{classify, panic_message};
-use crate::panic_guard::{self, PanicWatch};
+use crate::panic_guard::{self, BackendThreads, PanicWatch};
+use crate::peak::{backend_nvml_index, backend_stats, MemoryStats, PeakTracker};
 use crate::read;
 use crate::threads::on_cpu_threads;
 use burn::module::AutodiffModule;
@@ -47,6 +49,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Training hyperparameters of one run.
@@ -239,6 +242,16 @@ pub struct Trainer<B: Backend> {
     pub guard: MemoryGuard,
     /// The device.
     pub device: B::Device,
+    /// Where the measured peak device memory comes from: the backend's
+    /// allocator statistics ([`backend_stats`]: cubecl's on CUDA, none on
+    /// the CPU) unless replaced.
+    pub memory_stats: Option<Arc<dyn MemoryStats>>,
+    /// The backend threads whose panics belong to this run
+    /// ([`crate::panic_guard`]): cubecl's of its CUDA device, none on the CPU.
+    pub backend_threads: BackendThreads,
+    /// A replay of a GPU failure sequence, armed by the environment for tests
+    /// ([`crate::fault`]); `None` in normal runs.
+    pub fault: Option<Fault>,
 }
 
 struct EpochRun<B: AutodiffBackend, O> {
@@ -263,8 +276,28 @@ impl<B: AutodiffBackend> Trainer<B> {
             model_config,
             model_name: model_name.into(),
             guard: MemoryGuard::Unlimited,
+            memory_stats: backend_stats::<B>(&device),
+            backend_threads: BackendThreads::of_device::<B>(&device),
+            fault: None,
             device,
         }
+        .with_fault(Fault::from_env())
+    }
+
+    /// Arms (or disarms, with `None`) a replayed failure sequence; a run
+    /// with one armed watches the replay's backend thread as its own.
+    pub fn with_fault(mut self, fault: Option<Fault>) -> Self {
+        if fault.is_some() {
+            self.backend_threads = Fault::threads();
+        }
+        self.fault = fault;
+        self
+    }
+
+    /// Replaces where the measured peak device memory comes from.
+    pub fn with_memory_stats(mut self, stats: Option<Arc<dyn MemoryStats>>) -> Self {
+        self.memory_stats = stats;
+        self
     }
 
     /// Replaces the memory guard (for example a simulated device).
@@ -283,17 +316,23 @@ impl<B: AutodiffBackend> Trainer<B> {
     /// out-of-memory (never retried), and [`Error::Execution`] or
     /// [`Error::BackendPanics`] when the backend failed while results were
     /// read back (never retried in this process: see [`crate::oom`]). It
-    /// never returns `Ok` after a backend thread panicked during the run.
+    /// never returns `Ok` after a backend thread panicked during the run,
+    /// and once a backend thread failed an allocation it returns an
+    /// out-of-memory error whatever the calling thread saw next (a failed
+    /// read, a "Memory page" error, a NaN loss): [`PanicWatch::settle`].
+    ///
+    /// The peak device memory measured during the run ([`crate::peak`]) is
+    /// recorded through [`TrialSink::record_device_peak`].
     pub fn fit<S: TrialSink>(
         &self,
         model: BertClassifier<B>,
         data: TrainData<'_>,
         sink: &mut S,
     ) -> Result<(BertClassifier<B>, FitReport)> {
-        let watch = PanicWatch::start();
+        let watch = PanicWatch::start_for(self.backend_threads.clone());
         let result = self.fit_watched(model, data, sink, &watch);
         panic_guard::report();
-        result
+        watch.settle(result)
     }
 
     fn fit_watched<S: TrialSink>(
@@ -311,10 +350,18 @@ impl<B: AutodiffBackend> Trainer<B> {
                 "training and validation sets must not be empty".into(),
             ));
         }
+        // Sized for the longest batch this run will see: batches are padded
+        // to their own longest example.
+        let longest = data
+            .train
+            .iter()
+            .map(EncodedExample::len)
+            .max()
+            .unwrap_or(1);
         let estimate = estimate_training_memory(
             &self.model_config,
             cfg.micro_batch,
-            cfg.max_len,
+            cfg.max_len.min(longest),
             Precision::F32,
         );
         sink.record("estimated_peak_bytes", json!(estimate.total()))?;
@@ -343,6 +390,10 @@ impl<B: AutodiffBackend> Trainer<B> {
         // model costs one copy of the weights once the optimizer moves on.
         let mut best_model = None;
         let mut stopped_early = false;
+        let mut peaks = PeakTracker::new(
+            self.memory_stats.clone(),
+            backend_nvml_index::<B>(&self.device),
+        );
 
         for epoch in 1..=cfg.epochs as u64 {
             let plan = self.epoch_plan(data.train, epoch);
@@ -360,10 +411,15 @@ impl<B: AutodiffBackend> Trainer<B> {
                         &schedule,
                         global_clip.as_ref(),
                         data,
+                        &mut peaks,
                     )
                 });
                 match attempt {
                     Ok(run) => break run,
+                    // A backend thread failed an allocation: on cubecl the
+                    // device is gone for this process, so the ladder cannot
+                    // help here; a fresh process can (the executor's relaunch).
+                    Err(e) if watch.saw_allocation_failure() => return Err(watch.out_of_memory(&e)),
                     Err(Error::OutOfMemory(message)) => {
                         B::memory_cleanup(&self.device);
                         let accumulation = effective.div_ceil(micro);
@@ -404,6 +460,8 @@ impl<B: AutodiffBackend> Trainer<B> {
             let eval_started = Instant::now();
             let valid = self.evaluate(&model.valid(), data)?;
             let eval_seconds = eval_started.elapsed().as_secs_f64();
+            peaks.sample();
+            peaks.sample_nvml();
             // Nothing computed while a backend thread was failing is reported.
             watch.check()?;
             let report = EpochReport {
@@ -423,7 +481,7 @@ impl<B: AutodiffBackend> Trainer<B> {
                 best_model = Some(model.clone());
             }
             if sink.report_epoch(epoch, valid.macro_f1)? {
-                self.record_final(sink, micro, retries)?;
+                self.record_final(sink, micro, retries, &peaks)?;
                 return Err(Error::pruned(epoch));
             }
             if let Some(p) = cfg.patience {
@@ -434,7 +492,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             }
         }
         watch.check()?;
-        self.record_final(sink, micro, retries)?;
+        self.record_final(sink, micro, retries, &peaks)?;
         let report = FitReport {
             best_macro_f1: best.0,
             best_epoch: best.1,
@@ -462,7 +520,13 @@ impl<B: AutodiffBackend> Trainer<B> {
         )
     }
 
-    fn record_final<S: TrialSink>(&self, sink: &mut S, micro: usize, retries: usize) -> Result<()> {
+    fn record_final<S: TrialSink>(
+        &self,
+        sink: &mut S,
+        micro: usize,
+        retries: usize,
+        peaks: &PeakTracker,
+    ) -> Result<()> {
         sink.record("oom_retries", json!(retries))?;
         sink.record("micro_batch", json!(micro))?;
         sink.record(
@@ -474,9 +538,13 @@ impl<B: AutodiffBackend> Trainer<B> {
             // peak resident set is the measurable stand-in.
             sink.record("peak_rss_bytes", json!(peak))?;
         }
-        #[cfg(feature = "cuda")]
-        if let Ok(mem) = crate::memory::device_memory(0) {
-            sink.record("device_used_bytes", json!(mem.used))?;
+        if let Some(peak) = peaks.peak() {
+            sink.record_device_peak(peak)?;
+        }
+        if let Some(nvml) = peaks.nvml_peak() {
+            // The driver's figure for this process: the allocator's plus
+            // the CUDA context and what the driver holds for us.
+            sink.record("nvml_process_peak_bytes", json!(nvml))?;
         }
         Ok(())
     }
@@ -493,6 +561,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         schedule: &WarmupLinear,
         global_clip: Option<&(f32, GradScale)>,
         data: TrainData<'_>,
+        peaks: &mut PeakTracker,
     ) -> Result<EpochRun<B, O>> {
         B::seed(&self.device, self.config.seed.wrapping_add(epoch));
         let mut loss_config = CrossEntropyLossConfig::new();
@@ -513,8 +582,11 @@ impl<B: AutodiffBackend> Trainer<B> {
             );
         }
         let criterion = loss_config.init::<B>(&self.device);
+        let started = Instant::now();
         let mut run_loss = 0.0;
         let (mut examples, mut tokens, mut padded) = (0usize, 0u64, 0u64);
+        // A replayed failure fires once, at the run's first micro-batch.
+        let mut fault = self.fault;
         for (k, step) in plan.iter().enumerate() {
             let lr = schedule.lr(step0 + k);
             let mut accumulator = GradientsAccumulator::<BertClassifier<B>>::new();
@@ -526,12 +598,20 @@ impl<B: AutodiffBackend> Trainer<B> {
                 let device = &self.device;
                 let m = &model;
                 let criterion = &criterion;
+                let injected = match fault.take() {
+                    Some(f) => f.inject(exs.len())?,
+                    None => None,
+                };
                 let (loss, grads, batch_tokens) = guarded(|| -> Result<_> {
                     let batch = make_batch::<B>(&exs, data.pad_id, device);
                     let logits = m.forward(batch.input_ids, batch.segment_ids, batch.mask_pad);
                     let loss = criterion.forward(logits, batch.labels);
                     let value = read::scalar("the training loss", loss.clone())?;
                     let grads = (loss * (batch.size as f32 / step_size)).backward();
+                    let value = match injected {
+                        Some(Injected::Loss(l)) => l,
+                        None => value,
+                    };
                     Ok((value, GradientsParams::from_grads(grads, m), batch.tokens))
                 })??;
                 if !loss.is_finite() {
@@ -556,6 +636,15 @@ impl<B: AutodiffBackend> Trainer<B> {
             model = m;
             optim = o;
             read::sync::<B>("the optimizer step", &self.device)?;
+            peaks.sample();
+            tracing::debug!(
+                epoch,
+                step = k,
+                of = plan.len(),
+                micro_batch = micro,
+                seconds = started.elapsed().as_secs_f64(),
+                "optimizer step done"
+            );
         }
         Ok(EpochRun {
             model,
@@ -573,14 +662,17 @@ impl<B: AutodiffBackend> Trainer<B> {
         model: &BertClassifier<B::InnerBackend>,
         data: TrainData<'_>,
     ) -> Result<Metrics> {
-        evaluate(
-            model,
-            data.valid,
-            data.pad_id,
-            data.classes,
-            self.config.eval_batch,
-            &self.device,
-        )
+        on_cpu_threads::<B, _>(|| {
+            evaluate_here(
+                model,
+                data.valid,
+                data.pad_id,
+                data.classes,
+                self.config.eval_batch,
+                &self.device,
+                &self.backend_threads,
+            )
+        })
     }
 }
 
@@ -602,7 +694,10 @@ pub fn evaluate<B: Backend>(
     batch: usize,
     device: &B::Device,
 ) -> Result<Metrics> {
-    on_cpu_threads::<B, _>(|| evaluate_here(model, examples, pad_id, classes, batch, device))
+    let threads = BackendThreads::of_device::<B>(device);
+    on_cpu_threads::<B, _>(|| {
+        evaluate_here(model, examples, pad_id, classes, batch, device, &threads)
+    })
 }
 
 /// [`evaluate`] on the calling thread and its rayon pool.
@@ -613,13 +708,14 @@ fn evaluate_here<B: Backend>(
     classes: usize,
     batch: usize,
     device: &B::Device,
+    threads: &BackendThreads,
 ) -> Result<Metrics> {
     if examples.is_empty() || batch == 0 {
         return Err(Error::Data(
             "evaluation needs at least one example and a positive batch size".into(),
         ));
     }
-    let watch = PanicWatch::start();
+    let watch = PanicWatch::start_for(threads.clone());
     let lengths: Vec<usize> = examples.iter().map(EncodedExample::len).collect();
     let plan = plan_batches(&lengths, batch, None, true);
     let shares = if crate::host::is_cpu::<B>() {
@@ -638,7 +734,7 @@ fn evaluate_here<B: Backend>(
         .collect();
     let (mut predicted, mut actual, mut loss_sum) = (Vec::new(), Vec::new(), 0.0);
     for part in parts {
-        let part = part?;
+        let part = watch.settle(part)?;
         predicted.extend(part.predicted);
         actual.extend(part.actual);
         loss_sum += part.loss_sum;

@@ -16,7 +16,16 @@ pub trait TrialSink {
 
     /// Records a fact about the run (OOM retries, final micro-batch, peaks).
     fn record(&mut self, key: &str, value: Value) -> Result<()>;
+
+    /// Records the run's measured peak device memory in bytes (the
+    /// allocator's figure, [`crate::peak`]): the fact [`DEVICE_PEAK_KEY`].
+    fn record_device_peak(&mut self, bytes: u64) -> Result<()> {
+        self.record(DEVICE_PEAK_KEY, Value::from(bytes))
+    }
 }
+
+/// The fact (user attribute) holding a run's measured peak device memory.
+pub const DEVICE_PEAK_KEY: &str = "peak_device_bytes";
 
 impl TrialSink for hpo_core::Trial {
     fn report_epoch(&mut self, epoch: u64, metric: f64) -> Result<bool> {
@@ -27,6 +36,12 @@ impl TrialSink for hpo_core::Trial {
     fn record(&mut self, key: &str, value: Value) -> Result<()> {
         Ok(self.set_user_attr(key, value)?)
     }
+
+    /// Also the executor's measured peak, which its correction learns from.
+    fn record_device_peak(&mut self, bytes: u64) -> Result<()> {
+        self.set_user_attr(DEVICE_PEAK_KEY, bytes)?;
+        Ok(hpo_core::executor::record_peak(self, bytes)?)
+    }
 }
 
 impl<T: TrialSink + ?Sized> TrialSink for &mut T {
@@ -36,6 +51,10 @@ impl<T: TrialSink + ?Sized> TrialSink for &mut T {
 
     fn record(&mut self, key: &str, value: Value) -> Result<()> {
         (**self).record(key, value)
+    }
+
+    fn record_device_peak(&mut self, bytes: u64) -> Result<()> {
+        (**self).record_device_peak(bytes)
     }
 }
 

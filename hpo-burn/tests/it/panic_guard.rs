@@ -7,8 +7,9 @@
 
 use crate::oom::{config, data, train_config};
 use hpo_burn::burn::tensor::backend::Backend;
-use hpo_burn::panic_guard::{self, PanicWatch};
-use hpo_burn::{Cpu, Error, Result, TrainData, Trainer, TrialSink};
+use hpo_burn::fault::{Fault, FaultKind};
+use hpo_burn::panic_guard::{self, BackendThreads, PanicWatch};
+use hpo_burn::{Cpu, Error, Recorder, Result, TrainData, Trainer, TrialSink};
 use serde_json::Value;
 use std::panic::catch_unwind;
 use std::process::Command;
@@ -80,19 +81,31 @@ fn guarded_process_entry() {
     assert_eq!(panic_guard::report(), 999);
     assert_eq!(panic_guard::report(), 0, "the count is reported once");
 
-    // A run during which a backend thread panics never returns Ok.
+    // A run during which one of its backend threads panics never returns Ok:
+    // the trainer plays a run on CUDA device 0, whose thread is DSD-0-0.
     let device = Default::default();
     Cpu::seed(&device, 3);
-    let model = config().init::<Cpu>(&device).unwrap();
     let (train, valid) = data();
-    let trainer = Trainer::<Cpu>::new(train_config(8, 1), config(), "toy", device);
     let data = TrainData {
         train: &train,
         valid: &valid,
         pad_id: 0,
         classes: 2,
     };
-    match trainer.fit(model, data, &mut FailingBackend) {
+    let on = |threads: BackendThreads| {
+        let mut trainer = Trainer::<Cpu>::new(train_config(8, 1), config(), "toy", device);
+        trainer.backend_threads = threads;
+        trainer
+    };
+    // The evidence belongs to the run's own device: a run on CUDA device 1,
+    // or on the CPU, is not failed by device 0's allocation failure.
+    for other in [BackendThreads::cuda(1), BackendThreads::None] {
+        let model = config().init::<Cpu>(&device).unwrap();
+        let fit = on(other.clone()).fit(model, data, &mut FailingBackend);
+        assert!(fit.is_ok(), "{other:?}: {:?}", fit.err());
+    }
+    let model = config().init::<Cpu>(&device).unwrap();
+    match on(BackendThreads::cuda(0)).fit(model, data, &mut FailingBackend) {
         Err(e @ Error::BackendPanics { .. }) => {
             let text = e.to_string();
             assert!(text.starts_with("out of memory: 1 panics"), "{text}");
@@ -137,7 +150,7 @@ fn backend_panics_are_printed_once_then_counted() {
         .lines()
         .filter(|l| l.contains("can't allocate buffer"))
         .collect();
-    assert_eq!(flood.len(), 1, "one message for 1001 panics:\n{stderr}");
+    assert_eq!(flood.len(), 1, "one message for 1003 panics:\n{stderr}");
     assert!(
         flood[0].starts_with("hpo-burn: backend thread 'DSD-0-0' panicked at "),
         "{}",
@@ -145,11 +158,97 @@ fn backend_panics_are_printed_once_then_counted() {
     );
     assert!(flood[0].ends_with("can't allocate buffer of size 1024"));
     assert!(stderr.contains("hpo-burn: 999 more panics on backend threads were not printed"));
-    assert!(stderr.contains("hpo-burn: 1 more panics on backend threads were not printed"));
+    // The CUDA device 1 and CPU runs' own reports, then device 0's.
+    assert_eq!(
+        stderr
+            .matches("hpo-burn: 1 more panics on backend threads were not printed")
+            .count(),
+        3,
+        "{stderr}"
+    );
     // Other threads' panics still reach the previous hook.
     assert!(
         stderr.contains("thread 'user-worker'") && stderr.contains("a user panic"),
         "{stderr}"
     );
     assert!(stderr.lines().count() < 20, "no flood:\n{stderr}");
+}
+
+/// Runs one of cubecl's recorded failure sequences through the training loop.
+fn replay(kind: FaultKind, micro: usize) -> Result<()> {
+    let device = Default::default();
+    Cpu::seed(&device, 3);
+    let model = config().init::<Cpu>(&device).unwrap();
+    let (train, valid) = data();
+    let trainer = Trainer::<Cpu>::new(train_config(micro, 1), config(), "toy", device)
+        .with_fault(Some(Fault { kind, min_micro: 8 }));
+    let data = TrainData {
+        train: &train,
+        valid: &valid,
+        pad_id: 0,
+        classes: 2,
+    };
+    trainer.fit(model, data, &mut Recorder::new()).map(|_| ())
+}
+
+/// What cubecl 0.10 does after a failed allocation on a real GPU (book:
+/// "Surviving OOM"), replayed: whatever the training thread sees next, the
+/// run ends as out of memory, which the process executor relaunches smaller;
+/// a "Memory page" error with no allocation failure before it is a device
+/// failure. One test, in sequence: every replay panics on the same
+/// (replay-only) backend thread.
+#[test]
+fn cubecl_failure_sequences_end_as_they_should() {
+    for kind in [
+        FaultKind::AllocThenMemoryPage,
+        FaultKind::AllocThenCallError,
+        FaultKind::AllocThenNan,
+    ] {
+        let e = replay(kind, 8).unwrap_err();
+        assert!(e.is_out_of_memory(), "{kind:?}: {e}");
+        let text = e.to_string();
+        assert!(
+            text.starts_with("out of memory") && text.contains("can't allocate buffer"),
+            "{kind:?}: {text}"
+        );
+        // `?` in an objective: a failure whose reason says out of memory,
+        // which a worker records as OOM for the executor to relaunch.
+        let trial = hpo_core::TrialError::from(e);
+        assert!(
+            matches!(&trial, hpo_core::TrialError::Failed(m) if hpo_core::executor::is_oom_text(m)),
+            "{trial:?}"
+        );
+        // Half the micro-batch: below the replay's threshold, a clean run.
+        replay(kind, 4).unwrap();
+    }
+    let e = replay(FaultKind::MemoryPageOnly, 8).unwrap_err();
+    assert!(!e.is_out_of_memory(), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("device failure while reading the training loss"),
+        "{e}"
+    );
+
+    // Two trials on threads of one process, one of them failing an
+    // allocation: only that one is out of memory, the other completes.
+    let (failing, clean) = std::thread::scope(|s| {
+        let failing = s.spawn(|| replay(FaultKind::AllocThenMemoryPage, 8));
+        let clean = s.spawn(|| {
+            let device = Default::default();
+            let model = config().init::<Cpu>(&device).unwrap();
+            let (train, valid) = data();
+            let data = TrainData {
+                train: &train,
+                valid: &valid,
+                pad_id: 0,
+                classes: 2,
+            };
+            Trainer::<Cpu>::new(train_config(8, 1), config(), "toy", device)
+                .fit(model, data, &mut Recorder::new())
+                .map(|_| ())
+        });
+        (failing.join().unwrap(), clean.join().unwrap())
+    });
+    assert!(failing.unwrap_err().is_out_of_memory());
+    clean.unwrap();
 }

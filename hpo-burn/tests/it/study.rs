@@ -86,6 +86,76 @@ fn oom_at_the_floor_is_a_recorded_constraint_violation() {
     assert_eq!(t.user_attrs["oom_retries"], 2);
 }
 
+/// A device allocator that reports a fixed sequence of reserved sizes.
+#[derive(Debug, Default)]
+struct ScriptedDevice(std::sync::atomic::AtomicU64);
+
+impl hpo_burn::peak::MemoryStats for ScriptedDevice {
+    fn reserved_bytes(&self) -> Option<u64> {
+        let n = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // Grows, peaks at 3 GiB on the third sample, falls back.
+        Some([1u64, 2, 3, 2][(n as usize).min(3)] << 30)
+    }
+
+    fn describe(&self) -> &'static str {
+        "scripted"
+    }
+}
+
+/// The measured device peak reaches the executor's record: the trial keeps
+/// the allocator's highest figure (not the process's resident memory) as
+/// `hpo:peak_bytes`, which the executor's correction learns from.
+#[test]
+fn a_trial_records_the_device_allocators_peak() {
+    let _lock = crate::backend_lock();
+    let study = Study::builder().build().unwrap();
+    study
+        .optimize(
+            1,
+            |trial: &mut hpo_core::Trial| -> Result<f64, TrialError> {
+                let device = Default::default();
+                Cpu::seed(&device, 3);
+                let model = config().init::<Cpu>(&device)?;
+                let (train, valid) = data();
+                let trainer = Trainer::<Cpu>::new(train_config(16, 1), config(), "toy", device)
+                    .with_memory_stats(Some(std::sync::Arc::new(ScriptedDevice::default())));
+                let data = TrainData {
+                    train: &train,
+                    valid: &valid,
+                    pad_id: 0,
+                    classes: 2,
+                };
+                Ok(trainer.fit(model, data, trial)?.1.best_macro_f1)
+            },
+        )
+        .unwrap();
+    let t = &study.trials().unwrap()[0];
+    assert_eq!(t.state, TrialState::Complete);
+    let gib = 1u64 << 30;
+    assert_eq!(
+        t.system_attrs[hpo_core::executor::PEAK_BYTES_ATTR].as_u64(),
+        Some(3 * gib)
+    );
+    assert_eq!(
+        t.user_attrs[hpo_burn::DEVICE_PEAK_KEY].as_u64(),
+        Some(3 * gib)
+    );
+    // The process's resident memory is recorded beside it, not instead.
+    let rss = t.user_attrs["peak_rss_bytes"].as_u64().unwrap();
+    assert_ne!(rss, 3 * gib);
+    // What the executor does with it: the ratio to the estimate is its
+    // correction for the family.
+    let mut correction = hpo_core::executor::Correction::new();
+    correction.observe(
+        "toy",
+        gib,
+        t.system_attrs[hpo_core::executor::PEAK_BYTES_ATTR]
+            .as_u64()
+            .unwrap(),
+    );
+    assert!((correction.factor("toy") - 3.0).abs() < 1e-9);
+}
+
 /// Each `hpo_burn::Error` that stands for a trial outcome is recorded as that
 /// outcome through `?` alone; other errors are plain failures.
 #[test]

@@ -879,7 +879,7 @@ fn memory(data: &StudyData, area: &Area) -> Result<()> {
     if rows.is_empty() {
         return Err(no_data(
             k,
-            "no trial recorded memory (user attributes estimated_peak_bytes, peak_rss_bytes or device_used_bytes)",
+            "no trial recorded memory (user attributes estimated_peak_bytes, peak_device_bytes, peak_rss_bytes or device_used_bytes)",
         ));
     }
     let x = Axis::linear(rows.iter().map(|(t, _, _)| t.number as f64), "trial");
@@ -890,13 +890,22 @@ fn memory(data: &StudyData, area: &Area) -> Result<()> {
             .chain([0.0]),
         "peak memory",
     );
-    let mut c = chart(
-        area,
-        "Peak memory per trial: estimated (triangle) vs measured (dot)",
-        &x,
-        &y,
-        k,
-    )?;
+    // Say which measured figure the dots are.
+    let mut sources: Vec<&str> = rows
+        .iter()
+        .filter_map(|(t, _, _)| study::measured_peak_with_source(t).map(|(_, s)| s))
+        .collect();
+    sources.sort_unstable();
+    sources.dedup();
+    let title = format!(
+        "Peak memory per trial: estimated (triangle) vs measured (dot: {})",
+        if sources.is_empty() {
+            "none".to_owned()
+        } else {
+            sources.join(", ")
+        }
+    );
+    let mut c = chart(area, &title, &x, &y, k)?;
     c.draw_series(rows.iter().filter_map(|(t, e, _)| {
         Some(TriangleMarker::new(
             (t.number as f64, (*e)?),

@@ -249,9 +249,16 @@ fn rows(data: &StudyData, ts: &[&Arc<FrozenTrial>], terminal: bool) -> Vec<Vec<S
                 .map(|n| n.to_string())
                 .unwrap_or_default(),
         );
+        // Which figure: the device allocator's, or the process's resident memory.
         r.push(
-            study::measured_peak(t)
-                .map(|b| if terminal { study::bytes(b) } else { num(b) })
+            study::measured_peak_with_source(t)
+                .map(|(b, source)| {
+                    if terminal {
+                        format!("{} ({source})", study::bytes(b))
+                    } else {
+                        num(b)
+                    }
+                })
                 .unwrap_or_default(),
         );
         r.push(study::failure(t).unwrap_or_default());

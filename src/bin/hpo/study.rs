@@ -116,10 +116,21 @@ pub fn attr_f64(t: &FrozenTrial, key: &str) -> Option<f64> {
     t.user_attrs.get(key).and_then(Value::as_f64)
 }
 
-/// The measured peak memory of a trial: device memory when recorded, the
-/// process's peak resident set otherwise.
+/// The measured peak memory of a trial, and which figure it is: the device
+/// allocator's peak (`peak_device_bytes`, hpo-burn on a GPU), else the peak
+/// resident memory of the trial's process (`peak_rss_bytes`, the CPU), else
+/// (records from before measured device peaks) NVML's whole-device usage at
+/// the trial's end (`device_used_bytes`).
+pub fn measured_peak_with_source(t: &FrozenTrial) -> Option<(f64, &'static str)> {
+    attr_f64(t, "peak_device_bytes")
+        .map(|b| (b, "device"))
+        .or_else(|| attr_f64(t, "peak_rss_bytes").map(|b| (b, "RSS")))
+        .or_else(|| attr_f64(t, "device_used_bytes").map(|b| (b, "device in use at end")))
+}
+
+/// The measured peak memory of a trial ([`measured_peak_with_source`]).
 pub fn measured_peak(t: &FrozenTrial) -> Option<f64> {
-    attr_f64(t, "device_used_bytes").or_else(|| attr_f64(t, "peak_rss_bytes"))
+    measured_peak_with_source(t).map(|(b, _)| b)
 }
 
 /// The estimated peak memory recorded for a trial.
@@ -200,6 +211,7 @@ pub fn trial_json(t: &FrozenTrial) -> Value {
         "duration_s": t.duration().map(|d| d.as_secs_f64()),
         "oom_retries": oom_retries(t),
         "peak_memory_bytes": measured_peak(t),
+        "peak_memory_source": measured_peak_with_source(t).map(|(_, s)| s),
         "failure": failure(t),
         "intermediate_values": intermediate,
         "user_attrs": t.user_attrs,

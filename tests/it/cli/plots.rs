@@ -154,6 +154,15 @@ fn memory_shows_estimates_and_measurements() {
         .texts()
         .iter()
         .any(|t| t.ends_with("GiB") || t.ends_with("MiB")));
+    // The title says which measured figure the dots are (the fixture's
+    // trials recorded their process's resident memory).
+    assert!(
+        svg.texts()
+            .iter()
+            .any(|t| t.contains("measured (dot: RSS)")),
+        "{:?}",
+        svg.texts()
+    );
 }
 
 /// Renders the SVGs to PNG with `rsvg-convert` when it is installed (CI
