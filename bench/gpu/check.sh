@@ -1,0 +1,263 @@
+#!/usr/bin/env bash
+# The GPU device check: one call on a machine with an NVIDIA GPU and no
+# network, about five minutes, leaving gpu_check.json, gpu_check.md and
+# logs.tar.xz (every step's log) in $OUT.
+#
+#   bench/gpu/check.sh             # on the GPU machine, after bench/gpu/build.sh here
+#   bench/gpu/check.sh --dry-run   # the same steps on the CPU, tiny shapes (CI)
+#
+# Steps, each under its own time limit, in this order:
+#   1. runtime: the CUDA runtime check as the machine is, then with CUDA_PATH
+#      and LD_LIBRARY_PATH set to what was found;
+#   2. tiny: one small from-scratch trial on cuda:0 in a worker process;
+#   3. bench: hpo-burn training tokens/s (BERT-base 32x512, BERT-large
+#      16x384; f32 and bf16) and the PyTorch reference on the same shapes
+#      (fp32, tf32, bf16 autocast), same call; the same benchmark built with
+#      burn's fusion and autotuning runs last (3b: slowest to compile);
+#   4. oom: a ballast process holds all but BALLAST_KEEP_GIB of the card,
+#      and a trial enqueued at micro-batch 64 x 384 (BERT-base) must end
+#      COMPLETE after relaunches at smaller micro-batches;
+#   5. jobs: criteria --jobs auto --memory-budget 24GiB against --jobs 2 on
+#      the same budget and time, NVML's device memory sampled throughout;
+#   6. summary: bench/gpu/summary.py reads every log and study into
+#      gpu_check.json and gpu_check.md; every log goes into logs.tar.xz (a
+#      device call returns at most 8 files).
+# A failed step is recorded and the next one runs. A failed runtime check
+# ends the check early; a tiny trial that fails skips the other study steps
+# (they would fail the same way) but not the training benchmark, whose
+# per-step timings say where the time went. CHECK_STEPS (default
+# "tiny bench fused torch oom jobs") runs a subset, for a second call after
+# a fix; the runtime step always runs. Every step's limit is cut to what is
+# left of CHECK_DEADLINE seconds, so a call always ends with its summary.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+DRY=0
+[ "${1:-}" = --dry-run ] && DRY=1
+OUT=${OUT:-$ROOT/target/gpu-check}
+mkdir -p "$OUT"
+WORK=$(mktemp -d /tmp/hpo-gpu-check.XXXXXX)
+LOGS=$WORK/logs
+mkdir -p "$LOGS"
+T0=$SECONDS
+CHECK_STEPS=" ${CHECK_STEPS:-tiny bench fused torch oom jobs} "
+CHECK_DEADLINE=${CHECK_DEADLINE:-540}
+want() { [[ "$CHECK_STEPS" == *" $1 "* ]]; }
+tmo() {
+    local left=$((CHECK_DEADLINE - (SECONDS - T0) - 12))
+    if [ "$left" -lt "$1" ]; then echo $((left > 1 ? left : 1)); else echo "$1"; fi
+}
+say() { printf '[%4ds] %s\n' $((SECONDS - T0)) "$*" | tee -a "$LOGS/check.log"; }
+status() { printf '%s %s %s\n' "$1" "$2" "$((SECONDS - T0))" >>"$LOGS/steps.txt"; }
+: >"$LOGS/steps.txt"
+
+if [ $DRY = 1 ]; then
+    DEVICE=cpu
+    BIN=${HPO_KIT_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/hpo-target}/debug/examples}
+    SHAPES=tiny:4x32,mini:2x48
+    PRECISIONS=f32
+    STEPS=2
+    JOB_SECONDS=8
+    BUDGET_GIB=1
+else
+    DEVICE=cuda:0
+    BIN=$WORK/bin
+    SHAPES=${BENCH_SHAPES:-base:32x512,large:16x384}
+    PRECISIONS=f32,half
+    STEPS=${BENCH_STEPS:-6}
+    JOB_SECONDS=${JOB_SECONDS:-40}
+    BUDGET_GIB=24
+    mkdir -p "$BIN"
+    for f in bench/gpu/kit/*.xz; do
+        b=$BIN/$(basename "$f" .xz)
+        xz -dc "$f" >"$b" && chmod +x "$b"
+    done
+fi
+
+finish() {
+    cp "$WORK"/*.db "$LOGS/" 2>/dev/null
+    python3 "$ROOT/bench/gpu/summary.py" "$LOGS" "$WORK" $DRY $BUDGET_GIB >"$LOGS/summary.log" 2>&1
+    cp "$LOGS/gpu_check.json" "$LOGS/gpu_check.md" "$OUT/" 2>/dev/null
+    tar -C "$WORK" -cJf "$OUT/logs.tar.xz" logs 2>/dev/null
+    cat "$LOGS/summary.log"
+}
+
+say "check on $DEVICE, binaries in $BIN, work in $WORK"
+# Kernels compiled once are kept for every later process of the check; the
+# compilation log says how many were compiled (cubecl reads cubecl.toml
+# from the working directory, and the binaries run from $WORK).
+export HPO_KERNEL_CACHE=$WORK/kernels
+cat >"$WORK/cubecl.toml" <<EOF
+[compilation.logger]
+level = "basic"
+file = "$LOGS/cubecl_compile.log"
+[autotune.logger]
+level = "minimal"
+file = "$LOGS/cubecl_autotune.log"
+EOF
+QUIET_LOG=warn,hpo_core::executor=info
+STEP_LOG=warn,hpo_core::executor=info,hpo_burn::train=debug
+
+# The data: the shipped VADER tweets, and for the OOM step long texts made
+# of 16 consecutive tweets of one label each (real text, longer documents:
+# to fill 384 tokens, not to measure accuracy).
+TWEETS=$ROOT/data/vader/tweets.tsv
+LONG=$WORK/long.tsv
+awk -F'\t' 'NR > 1 { t[$3] = t[$3] " " $4; n[$3]++;
+    if (n[$3] == 16) { print t[$3] "\t" $3; t[$3] = ""; n[$3] = 0 } }
+    BEGIN { print "text\tlabel" }' "$TWEETS" >"$LONG"
+cd "$WORK"
+
+# --- environment -------------------------------------------------------------
+{
+    date -u
+    uname -a
+    nvidia-smi 2>&1 || echo "nvidia-smi: not available"
+    nvcc --version 2>&1 || echo "nvcc: not on PATH"
+    echo "CUDA_PATH=${CUDA_PATH:-}"
+    echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+    cat /etc/ld.so.conf.d/*.conf 2>&1
+    python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.is_available())' 2>&1
+    nproc
+    free -g
+} >"$LOGS/env.txt" 2>&1
+
+# --- 1. runtime --------------------------------------------------------------
+say "1. runtime check, as the machine is"
+timeout "$(tmo 60)" "$BIN/gpu_training" --device "$DEVICE" --check-runtime >"$LOGS/runtime_as_is.log" 2>&1
+RT_AS_IS=$?
+if [ $DRY = 0 ] && [ $RT_AS_IS != 0 ]; then
+    # What an operator would do with the error's advice: point CUDA_PATH at
+    # the toolkit and put NVRTC's folder on the loader's path.
+    for c in /usr/local/cuda /usr/local/cuda-13.0 /usr/local/cuda-13 /opt/cuda; do
+        [ -e "$c/include/cuda_runtime.h" ] && { export CUDA_PATH=$c; break; }
+    done
+    NVRTC=$(find / -xdev -name 'libnvrtc.so*' 2>/dev/null | grep -v -e builtins -e stubs | head -1)
+    [ -n "$NVRTC" ] && export LD_LIBRARY_PATH=$(dirname "$NVRTC")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    say "   set CUDA_PATH=${CUDA_PATH:-} LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+fi
+timeout "$(tmo 60)" "$BIN/gpu_training" --device "$DEVICE" --check-runtime >"$LOGS/runtime.log" 2>&1
+RT=$?
+status runtime $RT
+say "   as is: $RT_AS_IS, after setup: $RT ($(tail -1 "$LOGS/runtime.log"))"
+if [ $RT != 0 ]; then
+    say "runtime check failed: stopping"
+    finish
+    exit 1
+fi
+
+# --- 2. one tiny trial ---------------------------------------------------------
+TINY_OK=1
+if want tiny; then
+    say "2. one tiny trial in a worker process"
+    RUST_LOG=$STEP_LOG timeout "$(tmo 150)" "$BIN/criteria" --from-scratch --device "$DEVICE" \
+        --data "$TWEETS" --storage "sqlite:///$WORK/tiny.db" --study tiny --trials 1 --jobs 1 \
+        --epochs 1 --train-limit 128 --trial-timeout "$(tmo 140)" \
+        --enqueue '{"backbone": "Light", "batch_size": 16, "max_len": 32, "grad_accum": 1}' \
+        >"$LOGS/tiny.log" 2>&1
+    TINY=$?
+    status tiny $TINY
+    say "   exit $TINY: $(grep -E '^trial ' "$LOGS/tiny.log" | head -3 | cut -c1-60 | tr '\n' ' ')"
+    say "   kernels compiled so far: $(grep -c . "$LOGS/cubecl_compile.log" 2>/dev/null)"
+    if [ $TINY != 0 ] || ! grep -qE '^trial +0 complete' "$LOGS/tiny.log"; then
+        say "   the tiny trial did not complete: the other study steps are skipped"
+        TINY_OK=0
+    fi
+fi
+
+# --- 3. training speed ---------------------------------------------------------
+bench() { # name binary
+    say "3. $1: hpo-burn training speed ($SHAPES; $PRECISIONS)"
+    mkdir -p "$LOGS/$1"
+    # The example rewrites its JSON after every row: a step cut short keeps what ran.
+    RUST_LOG=$STEP_LOG timeout "$(tmo 150)" "$BIN/$2" --device "$DEVICE" --shapes "$SHAPES" \
+        --precisions "$PRECISIONS" --steps "$STEPS" --out "$LOGS/$1" >"$LOGS/$1.log" 2>&1
+    status "$1" $?
+    say "   $(grep -c . "$LOGS/cubecl_compile.log" 2>/dev/null) kernels compiled so far"
+}
+want bench && bench bench gpu_training
+if ! want torch; then
+    :
+elif [ $DRY = 0 ] || python3 -c 'import torch, transformers' 2>/dev/null; then
+    say "   PyTorch reference"
+    TORCH_SHAPES=$SHAPES
+    [ $DRY = 1 ] && TORCH_SHAPES=tiny:4x32
+    timeout "$(tmo 120)" python3 "$ROOT/bench/gpu/torch_bert_bench.py" --shapes "$TORCH_SHAPES" \
+        --secs "${TORCH_SECS:-2}" --json "$LOGS/torch_bench.json" >"$LOGS/torch_bench.log" 2>&1
+    status torch $?
+else
+    say "   PyTorch reference skipped: no torch/transformers in this python3 (as in CI)"
+    status torch skipped
+fi
+
+# --- 4. a forced real OOM --------------------------------------------------------
+if ! want oom || [ $TINY_OK = 0 ]; then
+    :
+elif [ $DRY = 0 ]; then
+    KEEP=${BALLAST_KEEP_GIB:-12}
+    say "4. forced OOM: ballast leaves ${KEEP} GiB free"
+    python3 - "$KEEP" "$WORK/ballast.ready" >"$LOGS/ballast.log" 2>&1 <<'EOF' &
+import sys, time, torch
+keep = int(float(sys.argv[1]) * 2**30)
+free, total = torch.cuda.mem_get_info()
+x = torch.empty(max(free - keep, 0), dtype=torch.uint8, device="cuda")
+free2, _ = torch.cuda.mem_get_info()
+print(f"ballast holds {x.numel() / 2**30:.2f} GiB; {free2 / 2**30:.2f} GiB free of {total / 2**30:.2f}", flush=True)
+open(sys.argv[2], "w").close()
+time.sleep(900)
+EOF
+    BALLAST=$!
+    for _ in $(seq 60); do [ -e "$WORK/ballast.ready" ] && break; sleep 0.5; done
+    TOTAL=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+    # The budget is the whole card, so the executor admits the trial and it
+    # meets the ballast for real.
+    RUST_LOG=$QUIET_LOG timeout "$(tmo 150)" "$BIN/criteria" --from-scratch --device "$DEVICE" \
+        --data "$LONG" --storage "sqlite:///$WORK/oom.db" --study oom --trials 2 --jobs 1 \
+        --epochs 1 --train-limit 128 --memory-budget "${TOTAL}MiB" --trial-timeout 60 \
+        --enqueue '{"backbone": "Light", "batch_size": 64, "max_len": 96, "grad_accum": 1}' \
+        >"$LOGS/oom.log" 2>&1
+    status oom $?
+    kill $BALLAST 2>/dev/null
+    wait $BALLAST 2>/dev/null
+else
+    say "4. forced OOM: skipped in a dry run (no device to fill)"
+    status oom skipped
+fi
+
+# --- 5. --jobs auto against --jobs 2 -------------------------------------------------
+for jobs in auto 2; do
+    { want jobs && [ $TINY_OK = 1 ]; } || break
+    say "5. criteria --jobs $jobs --memory-budget ${BUDGET_GIB}GiB for ${JOB_SECONDS}s"
+    SAMPLER=""
+    if [ $DRY = 0 ]; then
+        nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 250 \
+            >"$LOGS/nvml_jobs_$jobs.csv" 2>/dev/null &
+        SAMPLER=$!
+    fi
+    start=$SECONDS
+    RUST_LOG=$QUIET_LOG timeout "$(tmo $((JOB_SECONDS + 100)))" "$BIN/criteria" --from-scratch \
+        --device "$DEVICE" --data "$TWEETS" --storage "sqlite:///$WORK/jobs_$jobs.db" \
+        --study "jobs-$jobs" --trials 200 --timeout "$JOB_SECONDS" --jobs "$jobs" \
+        --memory-budget "${BUDGET_GIB}GiB" --trial-timeout 90 >"$LOGS/jobs_$jobs.log" 2>&1
+    rc=$?
+    echo $((SECONDS - start)) >"$WORK/jobs_$jobs.seconds"
+    [ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null
+    status "jobs_$jobs" $rc
+done
+
+# --- 3b. the benchmark with fusion, last: its kernels take longest to compile ---------
+if want fused && [ -x "$BIN/gpu_training_fused" ]; then
+    bench fused gpu_training_fused
+fi
+
+# --- 6. summary -------------------------------------------------------------------
+say "6. summary"
+finish
+# The exit status says whether every step that ran succeeded (CI runs the
+# dry run and fails on it).
+FAILED=$(awk '$2 != "0" && $2 != "skipped" { print $1 }' "$LOGS/steps.txt" | tr '\n' ' ')
+if [ -n "$FAILED" ]; then
+    say "failed steps: $FAILED"
+    exit 1
+fi
+say "done"

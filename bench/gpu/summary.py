@@ -1,0 +1,264 @@
+"""Reads what bench/gpu/check.sh left (logs in OUT, studies in WORK) and writes
+OUT/gpu_check.json and OUT/gpu_check.md. Standard library only.
+
+    python3 bench/gpu/summary.py OUT WORK DRY(0|1) BUDGET_GIB
+"""
+import json, os, re, sqlite3, statistics, sys
+
+GIB = 2**30
+
+
+def read(path, default=""):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return default
+
+
+def load_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def trials(db):
+    """Every trial of the study in an Optuna-schema SQLite file, with attributes."""
+    if not os.path.exists(db):
+        return []
+    con = sqlite3.connect(db)
+    out = {}
+    for tid, number, state, start, end in con.execute(
+        "SELECT trial_id, number, state, datetime_start, datetime_complete FROM trials ORDER BY number"
+    ):
+        out[tid] = {"number": number, "state": state, "start": start, "end": end,
+                    "value": None, "system": {}, "user": {}, "params": {}}
+    for tid, value in con.execute("SELECT trial_id, value FROM trial_values"):
+        if tid in out:
+            out[tid]["value"] = value
+    for table, key in (("trial_system_attributes", "system"), ("trial_user_attributes", "user")):
+        for tid, k, v in con.execute(f"SELECT trial_id, key, value_json FROM {table}"):
+            if tid in out:
+                try:
+                    out[tid][key][k] = json.loads(v)
+                except ValueError:
+                    out[tid][key][k] = v
+    for tid, name, value, dist in con.execute(
+            "SELECT trial_id, param_name, param_value, distribution_json FROM trial_params"):
+        if tid in out:
+            # Optuna's schema stores a categorical parameter as its choice's index.
+            try:
+                d = json.loads(dist)
+                if d.get("name") == "CategoricalDistribution":
+                    value = d["attributes"]["choices"][int(value)]
+            except (ValueError, KeyError, IndexError, TypeError):
+                pass
+            out[tid]["params"][name] = value
+    con.close()
+    return sorted(out.values(), key=lambda t: t["number"])
+
+
+def label(t):
+    if t["state"] == "FAIL":
+        return "oom" if t["system"].get("hpo:failure") == "oom" else "failed"
+    return t["state"].lower()
+
+
+def steps(out):
+    rows = {}
+    for line in read(os.path.join(out, "steps.txt")).splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            rows[parts[0]] = {"status": parts[1], "at_seconds": int(parts[2])}
+    return rows
+
+
+def card(out):
+    bench = load_json(os.path.join(out, "bench", "gpu_training.json")) or {}
+    if bench.get("card"):
+        return bench["card"]
+    m = re.search(r"\|\s+\d+\s+(NVIDIA [^|]*?)\s{2,}", read(os.path.join(out, "env.txt")))
+    return m.group(1).strip() if m else "unknown"
+
+
+def bench_ratios(out):
+    runs = [load_json(os.path.join(out, d, "gpu_training.json")) or {} for d in ("bench", "fused")]
+    ours = next((r for r in runs if r.get("card")), runs[0])
+    torch = load_json(os.path.join(out, "torch_bench.json")) or {}
+    ref = {(r["preset"], r["batch"], r["len"], r["mode"]): r["tokens_per_s"] for r in torch.get("rows", [])}
+    rows = []
+    for r in (row for run in runs for row in run.get("rows", [])):
+        key = (r.get("preset"), r.get("batch"), r.get("len"))
+        row = {k: r.get(k) for k in ("preset", "batch", "len", "precision", "fusion", "tokens_per_s",
+                                     "mfu_vs_f32", "mfu_vs_tf32", "mfu_vs_bf16",
+                                     "peak_device_bytes", "nvml_process_peak_bytes",
+                                     "estimate_bytes", "first_epoch_seconds", "error")}
+        tps = r.get("tokens_per_s")
+        modes = ("fp32", "tf32") if r.get("precision") == "f32" else ("bf16",)
+        for mode in modes:
+            t = ref.get(key + (mode,))
+            row[f"torch_{mode}_tokens_per_s"] = t
+            row[f"ratio_vs_torch_{mode}"] = tps / t if tps and t else None
+        matched = ("bf16" if r.get("precision") == "half"
+                   else "tf32" if (ours.get("matmul_f32_relative_error") or 0) >= 1e-5 else "fp32")
+        row["matched_torch_mode"] = matched
+        row["ratio_vs_torch_matched"] = row.get(f"ratio_vs_torch_{matched}") if matched else None
+        rows.append(row)
+    return {"card": ours.get("card"), "matmul_f32_relative_error": ours.get("matmul_f32_relative_error"),
+            "matmul_f32_arithmetic": ours.get("matmul_f32_arithmetic"),
+            "torch": torch.get("torch"), "torch_device": torch.get("device"), "rows": rows}
+
+
+def oom_step(work):
+    ts = trials(os.path.join(work, "oom.db"))
+    if not ts:
+        return {"ran": False}
+    first = ts[0]
+    eff0 = None
+    p = first["params"]
+    if "batch_size" in p:
+        eff0 = int(p["batch_size"]) * int(p.get("grad_accum", 1))
+    lineage = [t for t in ts if t["system"].get("failed_trial") is not None or t is first]
+    chain = [{"number": t["number"], "state": label(t), "micro_batch": t["system"].get("hpo:micro_batch"),
+              "accumulation": t["system"].get("hpo:accumulation"),
+              "oom_retries": t["system"].get("oom_retries"),
+              "failed_trial": t["system"].get("failed_trial"),
+              "peak_device_bytes": t["user"].get("peak_device_bytes"),
+              "value": t["value"]} for t in lineage]
+    done = [c for c in chain if c["state"] == "complete" and c["oom_retries"]]
+    recovered = bool(done) and label(first) == "oom" and all(
+        c["micro_batch"] and c["accumulation"] and eff0 and c["micro_batch"] * c["accumulation"] == eff0
+        for c in done)
+    bad = [t["number"] for t in ts if t["state"] == "COMPLETE" and (t["value"] is None or not 0 <= t["value"] <= 1)]
+    return {"ran": True, "forced_oom_recovered": recovered, "effective_batch": eff0, "lineage": chain,
+            "states": [label(t) for t in ts], "complete_with_meaningless_score": bad,
+            "study_went_on": len(ts) > len(lineage)}
+
+
+def jobs_step(out, work, jobs, budget_gib):
+    ts = trials(os.path.join(work, f"jobs_{jobs}.db"))
+    seconds = read(os.path.join(work, f"jobs_{jobs}.seconds")).strip()
+    seconds = float(seconds) if seconds else None
+    useful = sum(1 for t in ts if t["state"] in ("COMPLETE", "PRUNED"))
+    ooms = [t for t in ts if label(t) == "oom"]
+    relaunches = [t for t in ts if t["system"].get("oom_retries")]
+    nvml = [int(x) for x in re.findall(r"^\s*(\d+)\s*$", read(os.path.join(out, f"nvml_jobs_{jobs}.csv")), re.M)]
+    # OOMs after the correction has seen three measured peaks of a family.
+    seen, late = {}, 0
+    for t in sorted(ts, key=lambda t: t["start"] or ""):
+        fam = t["params"].get("backbone")
+        if label(t) == "oom" and seen.get(fam, 0) >= 3:
+            late += 1
+        if t["system"].get("hpo:peak_bytes"):
+            seen[fam] = seen.get(fam, 0) + 1
+    return {"trials": len(ts), "useful": useful, "seconds": seconds,
+            "useful_per_hour": useful / seconds * 3600 if seconds else None,
+            "oom_failures": len(ooms), "oom_relaunches": len(relaunches), "oom_after_learning": late,
+            "states": {s: sum(1 for t in ts if label(t) == s) for s in sorted({label(t) for t in ts})},
+            "nvml_used_max_mib": max(nvml) if nvml else None,
+            "budget_mib": budget_gib * 1024,
+            "within_budget": (max(nvml) <= budget_gib * 1024) if nvml else None}
+
+
+def peaks(work):
+    """Measured peaks against estimates over every study of the check."""
+    rows = []
+    for db in ("tiny", "oom", "jobs_auto", "jobs_2"):
+        for t in trials(os.path.join(work, f"{db}.db")):
+            m = t["user"].get("peak_device_bytes")
+            if not m:
+                continue
+            rows.append({"study": db, "number": t["number"], "backbone": t["params"].get("backbone"),
+                         "micro_batch": t["system"].get("hpo:micro_batch"),
+                         "measured": m, "nvml_process": t["user"].get("nvml_process_peak_bytes"),
+                         "estimate_admitted": t["system"].get("hpo:estimate_bytes"),
+                         "estimate_fit": t["user"].get("estimated_peak_bytes"),
+                         "reserved": t["system"].get("hpo:reserved_bytes")})
+    for r in rows:
+        e = r["estimate_admitted"]
+        r["measured_over_estimate"] = r["measured"] / e if e else None
+        r["nvml_minus_measured"] = r["nvml_process"] - r["measured"] if r["nvml_process"] else None
+    # The correction as the executor learns it: each trial predicted by the
+    # median ratio of the earlier trials of its backbone (before the margin).
+    errs = []
+    by_fam = {}
+    for r in rows:
+        prior = by_fam.setdefault(r["backbone"], [])
+        if prior and r["estimate_admitted"] and r["nvml_process"]:
+            pred = r["estimate_admitted"] * statistics.median(prior)
+            r["corrected_vs_nvml"] = pred / r["nvml_process"] - 1
+            errs.append(abs(r["corrected_vs_nvml"]))
+        if r["measured_over_estimate"]:
+            prior.append(r["measured_over_estimate"])
+    context = [r["nvml_minus_measured"] for r in rows if r["nvml_minus_measured"] is not None]
+    return {"trials": rows,
+            "corrected_within_15pct_of_nvml": (sum(e <= 0.15 for e in errs), len(errs)),
+            "context_bytes_median": statistics.median(context) if context else None}
+
+
+def main():
+    out, work, dry = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+    budget_gib = float(sys.argv[4]) if len(sys.argv) > 4 else 24
+    summary = {
+        "dry_run": dry,
+        "card": card(out),
+        "steps": steps(out),
+        "runtime_as_is": read(os.path.join(out, "runtime_as_is.log")).strip().splitlines()[-1:],
+        "runtime": read(os.path.join(out, "runtime.log")).strip().splitlines()[-1:],
+        "tiny": [label(t) for t in trials(os.path.join(work, "tiny.db"))],
+        "bench": bench_ratios(out),
+        "oom": oom_step(work),
+        "jobs": {j: jobs_step(out, work, j, budget_gib) for j in ("auto", "2")},
+        "peaks": peaks(work),
+    }
+    summary["forced_oom_recovered"] = summary["oom"].get("forced_oom_recovered")
+    summary["ratio_vs_torch"] = {f'{r["preset"]} {r["batch"]}x{r["len"]} {r["precision"]}{" fused" if r.get("fusion") else ""}': r.get("ratio_vs_torch_matched")
+                                 for r in summary["bench"]["rows"]}
+    with open(os.path.join(out, "gpu_check.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+
+    def fmt(v, spec="{:.3g}"):
+        return "-" if v is None else spec.format(v)
+
+    md = [f"# GPU check ({summary['card']}{', dry run on the CPU' if dry else ''})", ""]
+    md.append("| step | status | at (s) |\n| --- | --- | ---: |")
+    md += [f"| {k} | {v['status']} | {v['at_seconds']} |" for k, v in summary["steps"].items()]
+    md += ["", f"Runtime as found: `{' '.join(summary['runtime_as_is'])}`",
+           "", f"Runtime: `{' '.join(summary['runtime'])}`", "",
+           f"Tiny trial: {summary['tiny']}", "",
+           f"f32 matrix products: relative error {fmt(summary['bench']['matmul_f32_relative_error'], '{:.1e}')} "
+           f"({summary['bench']['matmul_f32_arithmetic']})", "",
+           "| model | batch x len | precision | fusion | tokens/s | torch fp32 | torch tf32 | torch bf16 | ratio (matched) | MFU | peak GiB | NVML GiB | estimate GiB |",
+           "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in summary["bench"]["rows"]:
+        mfu = r.get("mfu_vs_bf16") or (r.get("mfu_vs_tf32") if r.get("matched_torch_mode") == "tf32" else r.get("mfu_vs_f32"))
+        gib = lambda b: fmt(b / GIB if b else None, "{:.2f}")
+        md.append(f"| {r['preset']} | {r['batch']} x {r['len']} | {r['precision']} | {'yes' if r.get('fusion') else 'no'} | {fmt(r['tokens_per_s'], '{:.0f}')} | "
+                  f"{fmt(r.get('torch_fp32_tokens_per_s'), '{:.0f}')} | {fmt(r.get('torch_tf32_tokens_per_s'), '{:.0f}')} | "
+                  f"{fmt(r.get('torch_bf16_tokens_per_s'), '{:.0f}')} | {fmt(r.get('ratio_vs_torch_matched'), '{:.2f}')} "
+                  f"({r.get('matched_torch_mode')}) | {fmt(mfu * 100 if mfu else None, '{:.1f}%')} | "
+                  f"{gib(r.get('peak_device_bytes'))} | {gib(r.get('nvml_process_peak_bytes'))} | {gib(r.get('estimate_bytes'))} |")
+    o = summary["oom"]
+    md += ["", f"Forced OOM: recovered {o.get('forced_oom_recovered')}, states {o.get('states')}, "
+               f"study went on {o.get('study_went_on')}, complete with a meaningless score {o.get('complete_with_meaningless_score')}"]
+    for c in o.get("lineage", []):
+        md.append(f"- trial {c['number']}: {c['state']} at {c['micro_batch']} x {c['accumulation']} "
+                  f"(retries {c['oom_retries']}, from {c['failed_trial']})")
+    md += ["", "| --jobs | trials | useful | seconds | useful/h | OOM failures | relaunches | after learning | NVML max MiB | budget MiB |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for j, r in summary["jobs"].items():
+        md.append(f"| {j} | {r['trials']} | {r['useful']} | {fmt(r['seconds'], '{:.0f}')} | {fmt(r['useful_per_hour'], '{:.0f}')} | "
+                  f"{r['oom_failures']} | {r['oom_relaunches']} | {r['oom_after_learning']} | {fmt(r['nvml_used_max_mib'], '{:.0f}')} | {r['budget_mib']} |")
+    p = summary["peaks"]
+    md += ["", f"Measured peaks: {len(p['trials'])} trials; corrected estimate within 15% of NVML's per-process figure: "
+               f"{p['corrected_within_15pct_of_nvml'][0]} of {p['corrected_within_15pct_of_nvml'][1]}; "
+               f"NVML minus allocator (context and driver), median {fmt(p['context_bytes_median'] / GIB if p['context_bytes_median'] else None, '{:.2f}')} GiB"]
+    with open(os.path.join(out, "gpu_check.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()
