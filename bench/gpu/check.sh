@@ -59,6 +59,9 @@ if [ $DRY = 1 ]; then
     STEPS=2
     JOB_SECONDS=8
     BUDGET_GIB=1
+    # Debug builds on two cores: small splits keep each trial to seconds.
+    STUDY_FLAGS="--validation 0.02 --test 0.02"
+    JOB_FLAGS="--train-limit 64"
 else
     DEVICE=cuda:0
     BIN=$WORK/bin
@@ -67,6 +70,8 @@ else
     STEPS=${BENCH_STEPS:-6}
     JOB_SECONDS=${JOB_SECONDS:-40}
     BUDGET_GIB=24
+    STUDY_FLAGS=""
+    JOB_FLAGS=""
     mkdir -p "$BIN"
     for f in bench/gpu/kit/*.xz; do
         b=$BIN/$(basename "$f" .xz)
@@ -152,7 +157,7 @@ if want tiny; then
     say "2. one tiny trial in a worker process"
     RUST_LOG=$STEP_LOG timeout "$(tmo 150)" "$BIN/criteria" --from-scratch --device "$DEVICE" \
         --data "$TWEETS" --storage "sqlite:///$WORK/tiny.db" --study tiny --trials 1 --jobs 1 \
-        --epochs 1 --train-limit 128 --trial-timeout "$(tmo 140)" \
+        --epochs 1 --train-limit 128 --trial-timeout "$(tmo 140)" $STUDY_FLAGS \
         --enqueue '{"backbone": "Light", "batch_size": 16, "max_len": 32, "grad_accum": 1}' \
         >"$LOGS/tiny.log" 2>&1
     TINY=$?
@@ -238,7 +243,8 @@ for jobs in auto 2; do
     RUST_LOG=$QUIET_LOG timeout "$(tmo $((JOB_SECONDS + 100)))" "$BIN/criteria" --from-scratch \
         --device "$DEVICE" --data "$TWEETS" --storage "sqlite:///$WORK/jobs_$jobs.db" \
         --study "jobs-$jobs" --trials 200 --timeout "$JOB_SECONDS" --jobs "$jobs" \
-        --memory-budget "${BUDGET_GIB}GiB" --trial-timeout 90 >"$LOGS/jobs_$jobs.log" 2>&1
+        --memory-budget "${BUDGET_GIB}GiB" --trial-timeout 90 $STUDY_FLAGS $JOB_FLAGS \
+        >"$LOGS/jobs_$jobs.log" 2>&1
     rc=$?
     echo $((SECONDS - start)) >"$WORK/jobs_$jobs.seconds"
     [ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null

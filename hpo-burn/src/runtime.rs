@@ -305,9 +305,21 @@ pub fn kernel_cache_dir() -> Option<PathBuf> {
 /// the same folder ([`kernel_cache_dir`]), unless a `cubecl.toml` (or the
 /// environment) already chose; call it before the first use of a CUDA
 /// device. Returns the folder when it was set here, `None` when cubecl's
-/// configuration was already fixed (read or set earlier in this process).
-#[cfg(feature = "cuda")]
+/// configuration was already fixed (read or set earlier in this process),
+/// and always `None` without the `cuda` feature (no cubecl to configure).
 pub fn configure_kernel_cache() -> Option<PathBuf> {
+    #[cfg(feature = "cuda")]
+    {
+        configure_cubecl()
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        None
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn configure_cubecl() -> Option<PathBuf> {
     use burn::cubecl::config::cache::CacheConfig;
     use burn::cubecl::config::{CubeClRuntimeConfig, RuntimeConfig};
     let dir = kernel_cache_dir()?;
