@@ -1394,17 +1394,15 @@ mod tests {
         Args::try_parse_from(argv).unwrap()
     }
 
-    /// The arguments of the `--jobs 2` study, the same in the test and in its
+    /// A tiny study whose worker processes are this test binary run on the
+    /// ignored test `entry`, with the same arguments in the test and in its
     /// workers (which find the database by their coordinator's pid).
-    fn two_worker_args(coordinator: u32) -> Args {
-        let db = std::env::temp_dir().join(format!("criteria-jobs2-{coordinator}.db"));
-        let mut args = tiny_args(
-            &format!("sqlite:{}", db.display()),
-            &["--jobs", "2", "--memory-budget", "8GiB", "--trials", "3"],
-        );
+    fn worker_study(tag: &str, coordinator: u32, entry: &str, extra: &[&str]) -> Args {
+        let db = std::env::temp_dir().join(format!("criteria-{tag}-{coordinator}.db"));
+        let mut args = tiny_args(&format!("sqlite:{}", db.display()), extra);
         args.worker_args = Some(
             [
-                "tests::two_workers_entry",
+                entry,
                 "--exact",
                 "--ignored",
                 "--nocapture",
@@ -1414,6 +1412,30 @@ mod tests {
             .to_vec(),
         );
         args
+    }
+
+    /// Runs `args`'s study on a fresh database: the study and its trials.
+    fn run_fresh(args: &Args) -> (Study, Vec<Arc<FrozenTrial>>) {
+        let db = args.storage.trim_start_matches("sqlite:").to_owned();
+        let _ = std::fs::remove_file(&db);
+        start(args.clone()).unwrap();
+        let study = Study::builder()
+            .name(args.study_name())
+            .storage_url(&args.storage)
+            .load()
+            .unwrap();
+        let trials = study.trials().unwrap();
+        (study, trials)
+    }
+
+    /// The arguments of the `--jobs 2` study.
+    fn two_worker_args(coordinator: u32) -> Args {
+        worker_study(
+            "jobs2",
+            coordinator,
+            "tests::two_workers_entry",
+            &["--jobs", "2", "--memory-budget", "8GiB", "--trials", "3"],
+        )
     }
 
     /// A worker of `jobs_2_runs_trials_in_worker_processes`.
@@ -1428,15 +1450,7 @@ mod tests {
     #[test]
     fn jobs_2_runs_trials_in_worker_processes() {
         let args = two_worker_args(std::process::id());
-        let db = args.storage.trim_start_matches("sqlite:").to_owned();
-        let _ = std::fs::remove_file(&db);
-        start(args.clone()).unwrap();
-        let study = Study::builder()
-            .name(args.study_name())
-            .storage_url(&args.storage)
-            .load()
-            .unwrap();
-        let trials = study.trials().unwrap();
+        let (study, trials) = run_fresh(&args);
         assert_eq!(trials.len(), 3, "{trials:?}");
         for t in &trials {
             assert!(
@@ -1469,16 +1483,17 @@ mod tests {
             line.starts_with("0 OOM relaunches, 0 infeasible before launch, peak memory used "),
             "{line}"
         );
-        let _ = std::fs::remove_file(&db);
+        let _ = std::fs::remove_file(args.storage.trim_start_matches("sqlite:"));
     }
 
     /// The arguments of the replayed-OOM study: one trial enqueued at
     /// micro-batch 16, its workers armed with cubecl's failure sequence at
     /// micro-batch 16 and above.
     fn replayed_oom_args(coordinator: u32) -> Args {
-        let db = std::env::temp_dir().join(format!("criteria-replayed-oom-{coordinator}.db"));
-        let mut args = tiny_args(
-            &format!("sqlite:{}", db.display()),
+        let mut args = worker_study(
+            "replayed-oom",
+            coordinator,
+            "tests::replayed_oom_entry",
             &[
                 "--jobs",
                 "1",
@@ -1489,17 +1504,6 @@ mod tests {
                 "--enqueue",
                 r#"{"backbone": "Light", "batch_size": 16, "grad_accum": 1, "max_len": 32}"#,
             ],
-        );
-        args.worker_args = Some(
-            [
-                "tests::replayed_oom_entry",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ]
-            .map(String::from)
-            .to_vec(),
         );
         args.worker_env = vec![(
             hpo_burn::fault::FAULT_ENV.to_owned(),
@@ -1525,15 +1529,7 @@ mod tests {
     #[test]
     fn a_gpu_oom_is_relaunched_at_half_the_micro_batch() {
         let args = replayed_oom_args(std::process::id());
-        let db = args.storage.trim_start_matches("sqlite:").to_owned();
-        let _ = std::fs::remove_file(&db);
-        start(args.clone()).unwrap();
-        let study = Study::builder()
-            .name(args.study_name())
-            .storage_url(&args.storage)
-            .load()
-            .unwrap();
-        let trials = study.trials().unwrap();
+        let (_, trials) = run_fresh(&args);
         assert_eq!(trials.len(), 2, "{trials:?}");
         let (first, relaunch) = (&trials[0], &trials[1]);
         assert_eq!(first.failure(), Some(hpo::FailureKind::Oom), "{first:?}");
@@ -1551,7 +1547,7 @@ mod tests {
         assert_eq!(attr(relaunch, executor::OOM_RETRIES_ATTR), Some(1));
         assert_eq!(attr(relaunch, "failed_trial"), Some(first.number));
         assert_eq!(relaunch.params(), first.params(), "the same configuration");
-        let _ = std::fs::remove_file(&db);
+        let _ = std::fs::remove_file(args.storage.trim_start_matches("sqlite:"));
     }
 
     #[test]

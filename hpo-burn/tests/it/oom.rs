@@ -31,6 +31,16 @@ pub fn data() -> (Vec<EncodedExample>, Vec<EncodedExample>) {
     (toy_examples(64, LEN), toy_examples(16, LEN))
 }
 
+/// The toy task's two splits as the trainer takes them (two classes, pad 0).
+pub fn train_data<'a>(train: &'a [EncodedExample], valid: &'a [EncodedExample]) -> TrainData<'a> {
+    TrainData {
+        train,
+        valid,
+        pad_id: 0,
+        classes: 2,
+    }
+}
+
 pub fn fit(
     micro: usize,
     accumulation: usize,
@@ -43,12 +53,7 @@ pub fn fit(
     let (train, valid) = data();
     let trainer = Trainer::<Cpu>::new(train_config(micro, accumulation), config(), "toy", device)
         .with_guard(guard);
-    let data = TrainData {
-        train: &train,
-        valid: &valid,
-        pad_id: 0,
-        classes: 2,
-    };
+    let data = train_data(&train, &valid);
     trainer.fit(model, data, sink).map(|(_, r)| r)
 }
 

@@ -5,11 +5,11 @@
 //! The child is this test binary re-invoked on the ignored test
 //! `panic_guard::guarded_process_entry`.
 
-use crate::oom::{config, data, train_config};
+use crate::oom::{config, data, train_config, train_data};
 use hpo_burn::burn::tensor::backend::Backend;
 use hpo_burn::fault::{Fault, FaultKind};
 use hpo_burn::panic_guard::{self, BackendThreads, PanicWatch};
-use hpo_burn::{Cpu, Error, Recorder, Result, TrainData, Trainer, TrialSink};
+use hpo_burn::{Cpu, Error, Recorder, Result, Trainer, TrialSink};
 use serde_json::Value;
 use std::panic::catch_unwind;
 use std::process::Command;
@@ -86,12 +86,7 @@ fn guarded_process_entry() {
     let device = Default::default();
     Cpu::seed(&device, 3);
     let (train, valid) = data();
-    let data = TrainData {
-        train: &train,
-        valid: &valid,
-        pad_id: 0,
-        classes: 2,
-    };
+    let data = train_data(&train, &valid);
     let on = |threads: BackendThreads| {
         let mut trainer = Trainer::<Cpu>::new(train_config(8, 1), config(), "toy", device);
         trainer.backend_threads = threads;
@@ -182,12 +177,7 @@ fn replay(kind: FaultKind, micro: usize) -> Result<()> {
     let (train, valid) = data();
     let trainer = Trainer::<Cpu>::new(train_config(micro, 1), config(), "toy", device)
         .with_fault(Some(Fault { kind, min_micro: 8 }));
-    let data = TrainData {
-        train: &train,
-        valid: &valid,
-        pad_id: 0,
-        classes: 2,
-    };
+    let data = train_data(&train, &valid);
     trainer.fit(model, data, &mut Recorder::new()).map(|_| ())
 }
 
@@ -237,12 +227,7 @@ fn cubecl_failure_sequences_end_as_they_should() {
             let device = Default::default();
             let model = config().init::<Cpu>(&device).unwrap();
             let (train, valid) = data();
-            let data = TrainData {
-                train: &train,
-                valid: &valid,
-                pad_id: 0,
-                classes: 2,
-            };
+            let data = train_data(&train, &valid);
             Trainer::<Cpu>::new(train_config(8, 1), config(), "toy", device)
                 .fit(model, data, &mut Recorder::new())
                 .map(|_| ())

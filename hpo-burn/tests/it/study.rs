@@ -1,13 +1,13 @@
 //! hpo-burn inside real hpo studies: pruning, OOM as a constraint
 //! violation, and an end-to-end study on the shipped VADER tweets.
 
-use crate::oom::{config, data, train_config};
+use crate::oom::{config, data, train_config, train_data};
 use crate::vader_path;
 use hpo_burn::burn::module::AutodiffModule;
 use hpo_burn::burn::tensor::backend::Backend;
 use hpo_burn::{
     estimate_training_memory, load_tsv, run, run_with_model, Cpu, Dataset, MemoryGuard, Precision,
-    Preset, Recorder, RunSpec, TextTask, TrainConfig, TrainData, Trainer, TsvSpec,
+    Preset, Recorder, RunSpec, TextTask, TrainConfig, Trainer, TsvSpec,
 };
 use hpo_core::{
     FailureKind, FrozenTrial, Pruner, RandomSampler, Study, StudyView, TrialError, TrialState,
@@ -41,12 +41,7 @@ fn toy_objective(
             ..train_config(micro, 1)
         };
         let trainer = Trainer::<Cpu>::new(cfg, config(), "toy", device).with_guard(guard);
-        let data = TrainData {
-            train: &train,
-            valid: &valid,
-            pad_id: 0,
-            classes: 2,
-        };
+        let data = train_data(&train, &valid);
         // `?` alone records a pruned run as PRUNED and an exhausted OOM
         // ladder as OOM: the outcome travels in the error's source chain.
         Ok(trainer.fit(model, data, trial)?.1.best_macro_f1)
@@ -119,12 +114,7 @@ fn a_trial_records_the_device_allocators_peak() {
                 let (train, valid) = data();
                 let trainer = Trainer::<Cpu>::new(train_config(16, 1), config(), "toy", device)
                     .with_memory_stats(Some(std::sync::Arc::new(ScriptedDevice::default())));
-                let data = TrainData {
-                    train: &train,
-                    valid: &valid,
-                    pad_id: 0,
-                    classes: 2,
-                };
+                let data = train_data(&train, &valid);
                 Ok(trainer.fit(model, data, trial)?.1.best_macro_f1)
             },
         )

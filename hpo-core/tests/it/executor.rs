@@ -551,20 +551,17 @@ fn executor_worker_crashes_fail_their_trial_and_the_study_goes_on() {
                 );
                 assert!(t.system_attrs.contains_key(STDERR_ATTR));
             }
-            "hang" => {
-                assert_eq!(t.state, TrialState::Fail);
-                assert!(
-                    t.system_attrs[EXIT_ATTR]
-                        .as_str()
-                        .unwrap()
-                        .contains("timeout"),
-                    "{:?}",
-                    t.system_attrs
-                );
-            }
+            "hang" => assert_timed_out(t),
             _ => unreachable!(),
         }
     }
+}
+
+/// A trial failed because its worker ran past the trial timeout.
+fn assert_timed_out(t: &FrozenTrial) {
+    assert_eq!(t.state, TrialState::Fail, "{t:?}");
+    let exit = t.system_attrs[EXIT_ATTR].as_str().unwrap();
+    assert!(exit.contains("timeout"), "{:?}", t.system_attrs);
 }
 
 /// Every trial is one micro-batch of 1 GiB.
@@ -623,16 +620,7 @@ fn executor_a_worker_that_ignores_sigterm_is_killed_after_the_grace() {
             Ok::<f64, TrialError>(0.0)
         })
         .unwrap();
-    let t = &by_number(&study)[0];
-    assert_eq!(t.state, TrialState::Fail, "{t:?}");
-    assert!(
-        t.system_attrs[EXIT_ATTR]
-            .as_str()
-            .unwrap()
-            .contains("timeout"),
-        "{:?}",
-        t.system_attrs
-    );
+    assert_timed_out(&by_number(&study)[0]);
     // SIGTERM alone did not end it: the grace passed before SIGKILL.
     assert!(
         started.elapsed() >= timeout + grace,
