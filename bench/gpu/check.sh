@@ -163,7 +163,7 @@ if want tiny; then
     TINY=$?
     status tiny $TINY
     say "   exit $TINY: $(grep -E '^trial ' "$LOGS/tiny.log" | head -3 | cut -c1-60 | tr '\n' ' ')"
-    say "   kernels compiled so far: $(grep -c . "$LOGS/cubecl_compile.log" 2>/dev/null)"
+    say "   kernels compiled so far: $(grep -c . "$LOGS/cubecl_compile.log" 2>/dev/null || echo 0)"
     if [ $TINY != 0 ] || ! grep -qE '^trial +0 complete' "$LOGS/tiny.log"; then
         say "   the tiny trial did not complete: the other study steps are skipped"
         TINY_OK=0
@@ -178,7 +178,7 @@ bench() { # name binary
     RUST_LOG=$STEP_LOG timeout "$(tmo 150)" "$BIN/$2" --device "$DEVICE" --shapes "$SHAPES" \
         --precisions "$PRECISIONS" --steps "$STEPS" --out "$LOGS/$1" >"$LOGS/$1.log" 2>&1
     status "$1" $?
-    say "   $(grep -c . "$LOGS/cubecl_compile.log" 2>/dev/null) kernels compiled so far"
+    say "   $(grep -c . "$LOGS/cubecl_compile.log" 2>/dev/null || echo 0) kernels compiled so far"
 }
 want bench && bench bench gpu_training
 if ! want torch; then

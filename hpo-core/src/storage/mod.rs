@@ -56,7 +56,7 @@ pub use self::memory::InMemoryStorage;
 #[cfg(feature = "postgres")]
 pub use self::postgres::{PostgresOptions, PostgresStats, PostgresStorage};
 pub use self::sqlite::{SqliteOptions, SqliteStats, SqliteStorage};
-pub use self::url::{storage_from_url, storage_from_url_read_only};
+pub use self::url::{redact, scrub, sqlite_file, storage_from_url, storage_from_url_read_only};
 
 use crate::direction::Direction;
 use crate::distribution::Distribution;

@@ -116,8 +116,39 @@ const POSTGRES: [&str; 4] = [
     "postgresql+psycopg2",
 ];
 
+/// The SQLite file a storage URL names, as opening it would (the path
+/// percent-decoded, the query left out); `None` for in-memory databases and
+/// other storages. An invalid URL is the error opening it would give.
+/// Tools that look at the file before opening it (the `hpo` command
+/// refuses a missing one) read it here, so they read URLs as the library does.
+pub fn sqlite_file(url: &str) -> Result<Option<PathBuf>> {
+    Ok(match parse(url)? {
+        Target::SqliteFile { path, .. } => Some(path),
+        _ => None,
+    })
+}
+
+/// Removes a storage URL's password from any text that might repeat it:
+/// the URL itself becomes [`redact`]'s, and the password, as written and
+/// percent-decoded, becomes `***` wherever else it appears.
+pub fn scrub(text: &str, url: &str) -> String {
+    let mut out = text.replace(url, &redact(url));
+    if let Some(raw) = ::url::Url::parse(url.trim())
+        .ok()
+        .and_then(|u| u.password().map(str::to_owned))
+    {
+        let decoded = percent_decode(&raw).unwrap_or_else(|| raw.clone());
+        for password in [raw, decoded] {
+            if !password.is_empty() {
+                out = out.replace(&password, "***");
+            }
+        }
+    }
+    out
+}
+
 /// `url` with any password replaced by `***`, for messages.
-pub(crate) fn redact(url: &str) -> String {
+pub fn redact(url: &str) -> String {
     if let Ok(mut parsed) = ::url::Url::parse(url) {
         if parsed.password().is_some() && parsed.set_password(Some("***")).is_ok() {
             return parsed.to_string();
@@ -195,6 +226,14 @@ fn sqlite(raw: &str, u: &::url::Url) -> std::result::Result<Target, String> {
     let has_authority = raw["sqlite:".len()..].starts_with("//");
     let decoded = percent_decode(u.path())
         .ok_or_else(|| "its path is not valid UTF-8 once percent escapes are decoded".to_owned())?;
+    // `sqlite: study.db` would be a file named " study.db".
+    let after = raw["sqlite:".len()..].trim_start_matches('/');
+    if after.starts_with(char::is_whitespace) {
+        return Err(format!(
+            "the path starts with a space; did you mean `sqlite:{}`?",
+            after.trim_start()
+        ));
+    }
     let query = u.query().map(|q| format!("?{q}")).unwrap_or_default();
     let database = if has_authority {
         let host = u.host_str().unwrap_or("");
@@ -403,6 +442,8 @@ mod tests {
             ("sqlite:study.db?mode=ro&mode=ro", "given twice"),
             (" sqlite:study.db", "did you mean `sqlite:study.db`"),
             ("sqlite:study.db ", "did you mean `sqlite:study.db`"),
+            ("sqlite: study.db", "did you mean `sqlite:study.db`"),
+            ("sqlite:/// study.db", "did you mean `sqlite:study.db`"),
             ("sqlite:~/study.db", "`~` is not expanded"),
             (
                 "sqlite://host/study.db",
@@ -437,6 +478,33 @@ mod tests {
         assert!(reason("postgresql://u@h/db").contains("`postgres` feature"));
         assert!(reason("redis://x").contains("not supported yet"));
         assert!(reason("ftp://x").contains("unknown scheme `ftp`"));
+    }
+
+    #[test]
+    fn the_sqlite_file_is_read_as_opening_reads_it() {
+        assert_eq!(
+            sqlite_file("sqlite:dir/my%20study.db?timeout=30&mode=ro").unwrap(),
+            Some(PathBuf::from("dir/my study.db"))
+        );
+        assert_eq!(
+            sqlite_file("sqlite:////abs/study.db").unwrap(),
+            Some(PathBuf::from("/abs/study.db"))
+        );
+        assert_eq!(sqlite_file("sqlite::memory:").unwrap(), None);
+        assert_eq!(sqlite_file("memory:").unwrap(), None);
+        assert!(sqlite_file("sqlite: study.db").is_err());
+    }
+
+    #[test]
+    fn scrubbing_removes_the_password_in_every_spelling() {
+        let url = "postgresql://alice:p%40ss%20word@db.example.invalid/optuna";
+        let text = format!("cannot reach {url}: server said p@ss word and p%40ss%20word");
+        let out = scrub(&text, url);
+        assert!(
+            !out.contains("p@ss word") && !out.contains("p%40ss"),
+            "{out}"
+        );
+        assert!(out.contains("alice:***@db.example.invalid"), "{out}");
     }
 
     #[test]

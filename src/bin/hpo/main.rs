@@ -283,12 +283,18 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
         path: path.to_owned(),
         source,
     };
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        err(e)
-    })
+    // A temporary file of its own in the same folder, renamed over the
+    // target: readers never see half a file, and two commands writing at
+    // once do not share a temporary name.
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".hpo-write-")
+        .tempfile_in(dir)
+        .map_err(err)?;
+    std::io::Write::write_all(&mut tmp, bytes).map_err(err)?;
+    tmp.persist(path).map_err(|e| err(e.error))?;
+    Ok(())
 }

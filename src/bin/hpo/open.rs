@@ -10,49 +10,18 @@ use hpo::storage::{storage_from_url, storage_from_url_read_only};
 use hpo::{Direction, FrozenTrial, Storage};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
-/// A storage URL with its password (if any) hidden, for messages.
+/// A storage URL with its password (if any) hidden, for messages: the
+/// library's redaction, so the command and the library hide the same thing.
 pub fn redact(url: &str) -> String {
-    match password_span(url) {
-        Some((a, b)) => format!("{}***{}", &url[..a], &url[b..]),
-        None => url.to_owned(),
-    }
+    hpo::storage::redact(url)
 }
 
-/// Byte range of the password in `scheme://user:password@host/...`.
-fn password_span(url: &str) -> Option<(usize, usize)> {
-    let authority_start = url.find("://")? + 3;
-    let rest = &url[authority_start..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let at = authority.rfind('@')?;
-    let colon = authority[..at].find(':')?;
-    Some((authority_start + colon + 1, authority_start + at))
-}
-
-/// Removes the URL's password from any message that might repeat it.
+/// Removes the URL's password from any message that might repeat it, as
+/// written or percent-decoded (the library's [`hpo::storage::scrub`]).
 pub fn scrub(message: &str, url: &str) -> String {
-    let mut out = message.replace(url, &redact(url));
-    if let Some((a, b)) = password_span(url) {
-        let password = &url[a..b];
-        if !password.is_empty() {
-            out = out.replace(password, "***");
-        }
-    }
-    out
-}
-
-/// The SQLite file a URL names, if it names one (`None` for in-memory and
-/// non-SQLite URLs).
-fn sqlite_path(url: &str) -> Option<PathBuf> {
-    let (scheme, rest) = url.split_once(':')?;
-    if !scheme.eq_ignore_ascii_case("sqlite") || rest == ":memory:" || rest == "///:memory:" {
-        return None;
-    }
-    let path = rest.strip_prefix("///").unwrap_or(rest);
-    (!path.is_empty()).then(|| PathBuf::from(path))
+    hpo::storage::scrub(message, url)
 }
 
 /// Opens an existing study database for reading.
@@ -61,7 +30,9 @@ fn sqlite_path(url: &str) -> Option<PathBuf> {
 /// writes a byte (a SQLite file is opened with `mode=ro`); a SQLite file must
 /// also exist and be non-empty, which is checked first for a clearer message.
 pub fn open_read_only(url: &str) -> Result<Arc<dyn Storage>> {
-    if let Some(path) = sqlite_path(url) {
+    // The file as the library reads the URL (query, percent escapes).
+    let file = hpo::storage::sqlite_file(url).map_err(|e| storage_error(&e, url))?;
+    if let Some(path) = file {
         match std::fs::metadata(&path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(CliError::MissingFile(path))
@@ -170,13 +141,9 @@ mod tests {
     }
 
     #[test]
-    fn sqlite_paths_in_both_spellings() {
-        assert_eq!(sqlite_path("sqlite:a.db"), Some(PathBuf::from("a.db")));
-        assert_eq!(
-            sqlite_path("sqlite:////abs/a.db"),
-            Some(PathBuf::from("/abs/a.db"))
-        );
-        assert_eq!(sqlite_path("sqlite::memory:"), None);
-        assert_eq!(sqlite_path("memory:"), None);
+    fn a_decoded_password_is_scrubbed_too() {
+        let url = "postgresql://alice:s3cr%40t@db.example:5432/hpo";
+        let msg = "password authentication failed: s3cr@t";
+        assert!(!scrub(msg, url).contains("s3cr@t"));
     }
 }

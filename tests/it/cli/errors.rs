@@ -90,6 +90,47 @@ fn malformed_urls_are_explained_without_passwords() {
         1,
     );
     assert!(!one_line(&err).contains("s3cret"), "password leaked: {err}");
+    // A percent-encoded password, in either spelling.
+    let err = fails(&["studies", "postgresql://carol:p%40ss@db.example/hpo"], 1);
+    assert!(
+        !err.contains("p%40ss") && !err.contains("p@ss"),
+        "password leaked: {err}"
+    );
+    // A space after the colon would have been a file named " study.db".
+    let err = fails(&["studies", "sqlite: study.db"], 1);
+    assert!(
+        one_line(&err).contains("did you mean `sqlite:study.db`"),
+        "{err}"
+    );
+    assert!(!std::path::Path::new(" study.db").exists());
+}
+
+/// The command reads URLs as the library does: query parameters and percent
+/// escapes in the path.
+#[test]
+fn urls_with_queries_and_escapes_open_the_file_they_name() {
+    let dir = tempdir("url-escapes");
+    let spaced = dir.join("my study.db");
+    std::fs::copy(hpo_db(), &spaced).unwrap();
+    let escaped = format!("sqlite:{}/my%20study.db", dir.display());
+    let plain = ok(&["studies", &url(hpo_db())]);
+    for u in [
+        escaped.clone(),
+        format!("{escaped}?timeout=30"),
+        format!("{escaped}?mode=ro"),
+        format!("{}?mode=ro&timeout=5", url(&spaced)),
+    ] {
+        assert_eq!(ok(&["studies", &u]), plain, "{u}");
+    }
+    // A missing file is named as the library reads it, decoded.
+    let err = fails(
+        &[
+            "studies",
+            &format!("sqlite:{}/no%20such.db?timeout=3", dir.display()),
+        ],
+        1,
+    );
+    assert!(one_line(&err).contains("no such.db"), "{err}");
 }
 
 #[test]

@@ -28,6 +28,32 @@ fn assert_escaped(html: &str) {
     assert!(!lower.contains("src=\"http") && !lower.contains("href=\"http"));
 }
 
+/// Two reports written to one file at once: each goes through a temporary
+/// file of its own and a rename, so both succeed and the file is whole.
+#[test]
+fn two_reports_at_once_leave_one_whole_file() {
+    let dir = tempdir("report-twice");
+    let out = dir.join("report.html");
+    let run = || {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("hpo"));
+        cmd.args([
+            "report",
+            &url(hpo_db()),
+            HPO_STUDY,
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        cmd.spawn().unwrap()
+    };
+    let (mut a, mut b) = (run(), run());
+    assert!(a.wait().unwrap().success() && b.wait().unwrap().success());
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert!(html.trim_end().ends_with("</html>"), "a torn file");
+    assert_escaped(&html);
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert_eq!(left.len(), 1, "temporary files left behind: {left:?}");
+}
+
 #[test]
 fn report_escapes_study_data_and_inlines_every_plot() {
     let (_, html) = report(hpo_db(), HPO_STUDY, "report-hpo");
