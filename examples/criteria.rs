@@ -928,9 +928,10 @@ fn run<B: AutodiffBackend>(
                 "trial {:>3} {:<10} macro-F1 {value:<7} {secs:>5.1}s  {}{batch}",
                 t.number,
                 state_label(t),
+                // 4 significant digits: `dropout=0.004865`, not 17 of them.
                 t.params()
                     .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
+                    .map(|(k, v)| format!("{k}={}", v.to_short_string()))
                     .collect::<Vec<_>>()
                     .join(" ")
             );

@@ -14,11 +14,13 @@
 mod choice;
 mod json;
 mod support;
+mod text;
 
 pub use self::choice::{Choice, ParamValue};
 pub use self::json::python_float_repr;
 pub(crate) use self::json::python_json_string;
 pub use self::support::Support;
+pub use self::text::{significant, PEOPLE_DIGITS};
 
 use crate::error::{Error, Result};
 

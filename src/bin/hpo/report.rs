@@ -80,13 +80,38 @@ pub fn render(data: &StudyData) -> Result<String> {
 
     // Best.
     let _ = writeln!(h, "<h2>Best</h2>");
-    match show::best(data) {
-        Some(b) => {
-            let _ = writeln!(h, "<pre>{}</pre>", escape(&b));
+    // Each best trial's value and parameters as a table of name and value,
+    // 4 significant digits shown, every digit in the cell's title.
+    let front = study::best_trials(data);
+    if front.is_empty() {
+        let _ = writeln!(h, "<p class=\"note\">no complete trial yet</p>");
+    }
+    for t in &front {
+        let values: Vec<String> = t
+            .values
+            .iter()
+            .flatten()
+            .map(|v| study::short(*v))
+            .collect();
+        let full: Vec<String> = t.values.iter().flatten().map(|v| num(*v)).collect();
+        let _ = writeln!(
+            h,
+            "<table class=\"best\"><tr><th>trial</th><td>{}</td></tr>\
+             <tr><th>value</th><td title=\"{}\">{}</td></tr>",
+            t.number,
+            escape(&full.join(", ")),
+            escape(&values.join(", "))
+        );
+        for (name, v) in t.params() {
+            let _ = writeln!(
+                h,
+                "<tr><th>{}</th><td title=\"{}\">{}</td></tr>",
+                escape(&name),
+                escape(&study::param_cell(&v)),
+                escape(&study::param_short(&v))
+            );
         }
-        None => {
-            let _ = writeln!(h, "<p class=\"note\">no complete trial yet</p>");
-        }
+        let _ = writeln!(h, "</table>");
     }
 
     // Plots.
@@ -115,7 +140,12 @@ pub fn render(data: &StudyData) -> Result<String> {
     }
     let _ = writeln!(h, "<th>failure</th></tr>");
     for t in &data.trials {
-        let values: Vec<String> = t.values.iter().flatten().map(|v| num(*v)).collect();
+        let values: Vec<String> = t
+            .values
+            .iter()
+            .flatten()
+            .map(|v| study::short(*v))
+            .collect();
         let _ = write!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
@@ -132,7 +162,7 @@ pub fn render(data: &StudyData) -> Result<String> {
                 "<td>{}</td>",
                 escape(
                     &t.param(n)
-                        .map(|v| study::param_cell(&v))
+                        .map(|v| study::param_short(&v))
                         .unwrap_or_default()
                 )
             );

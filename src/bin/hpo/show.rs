@@ -134,7 +134,7 @@ fn best_cell(data: &StudyData) -> String {
     }
     study::best_trial(data)
         .and_then(|t| t.value())
-        .map(num)
+        .map(study::short)
         .unwrap_or_else(|| "-".into())
 }
 
@@ -228,7 +228,7 @@ fn rows(data: &StudyData, ts: &[&Arc<FrozenTrial>], terminal: bool) -> Vec<Vec<S
                 t.values
                     .as_ref()
                     .and_then(|v| v.get(i))
-                    .map(|x| num(*x))
+                    .map(|x| if terminal { study::short(*x) } else { num(*x) })
                     .unwrap_or_default(),
             );
         }
@@ -240,7 +240,13 @@ fn rows(data: &StudyData, ts: &[&Arc<FrozenTrial>], terminal: bool) -> Vec<Vec<S
         for n in &names {
             r.push(
                 t.param(n)
-                    .map(|v| study::param_cell(&v))
+                    .map(|v| {
+                        if terminal {
+                            study::param_short(&v)
+                        } else {
+                            study::param_cell(&v)
+                        }
+                    })
                     .unwrap_or_default(),
             );
         }

@@ -111,6 +111,12 @@ pub fn num(x: f64) -> String {
     hpo::distribution::python_float_repr(x)
 }
 
+/// A number for people: 4 significant digits (`0.004865`), as criteria's
+/// trial lines print them; [`num`] keeps every digit for machines.
+pub fn short(x: f64) -> String {
+    hpo::distribution::significant(x, hpo::distribution::PEOPLE_DIGITS)
+}
+
 /// A user attribute as a number, if it is one.
 pub fn attr_f64(t: &FrozenTrial, key: &str) -> Option<f64> {
     t.user_attrs.get(key).and_then(Value::as_f64)
@@ -171,6 +177,14 @@ pub fn param_cell(v: &ParamValue) -> String {
     match v.as_choice().and_then(|c| c.as_str()) {
         Some(s) => s.to_owned(),
         None => v.to_string(),
+    }
+}
+
+/// [`param_cell`] for people: floats to 4 significant digits.
+pub fn param_short(v: &ParamValue) -> String {
+    match v.as_choice().and_then(|c| c.as_str()) {
+        Some(s) => s.to_owned(),
+        None => v.to_short_string(),
     }
 }
 

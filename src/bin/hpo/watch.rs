@@ -7,7 +7,7 @@
 use crate::error::Result;
 use crate::open::{load_study, open_read_only, StudyData};
 use crate::show::count;
-use crate::study::{self, clean, num, STATES};
+use crate::study::{self, clean, STATES};
 use chrono::{DateTime, Utc};
 use hpo::TrialState;
 use std::fmt::Write as _;
@@ -64,7 +64,7 @@ pub fn render(data: &StudyData, now: DateTime<Utc>) -> String {
             let _ = writeln!(
                 s,
                 "best: {} (trial {})",
-                b.value().map(num).unwrap_or_default(),
+                b.value().map(study::short).unwrap_or_default(),
                 b.number
             );
         }
@@ -89,7 +89,7 @@ pub fn render(data: &StudyData, now: DateTime<Utc>) -> String {
             .unwrap_or_else(|| "?".into());
         let step = t
             .last_intermediate()
-            .map(|(st, v)| format!("step {st}: {}", num(v)))
+            .map(|(st, v)| format!("step {st}: {}", study::short(v)))
             .unwrap_or_else(|| "no step reported".into());
         let _ = writeln!(s, "  trial {}  {elapsed}  {step}", t.number);
     }

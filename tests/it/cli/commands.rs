@@ -64,6 +64,48 @@ fn trials_table_csv_json_agree() {
     assert!(arr[0]["intermediate_values"].as_object().is_some());
 }
 
+/// People read 4 significant digits; machines get every digit.
+#[test]
+fn tables_print_numbers_for_people_exports_keep_every_digit() {
+    let u = url(hpo_db());
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["trials", &u, HPO_STUDY, "--format", "json"])).unwrap();
+    let lr = json.as_array().unwrap()[0]["params"]["lr"]
+        .as_f64()
+        .unwrap();
+    let full = hpo::distribution::python_float_repr(lr);
+    let short = hpo::distribution::significant(lr, 4);
+    assert!(full.len() > short.len(), "{full} {short}");
+    let table = ok(&["trials", &u, HPO_STUDY]);
+    assert!(table.contains(&short) && !table.contains(&full), "{table}");
+    let csv = ok(&["trials", &u, HPO_STUDY, "--format", "csv"]);
+    assert!(csv.contains(&full), "{csv}");
+    // `hpo best` stays paste-ready, full precision: its parameters read back
+    // as the stored values, bit for bit.
+    let best = ok(&["best", &u, HPO_STUDY]);
+    let mut lines = best.lines();
+    let number: u64 = lines
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let pasted: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let stored = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["number"] == number)
+        .unwrap();
+    assert_eq!(
+        pasted["lr"].as_f64().unwrap().to_bits(),
+        stored["params"]["lr"].as_f64().unwrap().to_bits(),
+        "{best}"
+    );
+}
+
 #[test]
 fn trials_filter_sort_and_limit() {
     let u = url(hpo_db());

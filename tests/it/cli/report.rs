@@ -54,6 +54,17 @@ fn two_reports_at_once_leave_one_whole_file() {
     assert_eq!(left.len(), 1, "temporary files left behind: {left:?}");
 }
 
+/// The best trial's parameters are a table of name and value that wraps
+/// on the page, not one long JSON line.
+#[test]
+fn the_best_trials_parameters_are_a_table() {
+    let (_, html) = report(hpo_db(), HPO_STUDY, "report-best");
+    let best = &html[html.find("<h2>Best</h2>").unwrap()..html.find("<h2>Plots</h2>").unwrap()];
+    assert!(best.contains("<table class=\"best\">"), "{best}");
+    assert!(best.contains("<th>lr</th>"), "{best}");
+    assert!(!best.contains("<pre>"), "{best}");
+}
+
 #[test]
 fn report_escapes_study_data_and_inlines_every_plot() {
     let (_, html) = report(hpo_db(), HPO_STUDY, "report-hpo");
