@@ -144,7 +144,7 @@ struct Running {
 ///
 /// The [`Scheduler`] is pure bookkeeping (no processes, no storage, no
 /// clock), so the real coordinator and the discrete-event simulation of
-/// [`super::simulated`] drive the very same decisions.
+/// `simulated` (feature `simulator`) drive the very same decisions.
 ///
 /// A trial needs `estimate x correction x (1 + margin) + context` bytes on a
 /// device; it is admitted while that fits the device's usable memory minus

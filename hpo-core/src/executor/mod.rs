@@ -33,7 +33,7 @@
 //!   while allocating) re-enqueues the same configuration as a WAITING trial
 //!   with the micro-batch halved, lineage in `failed_trial` /
 //!   `retry_history` / [`OOM_RETRIES_ATTR`]; at the floor it ends as Oom.
-//! * [`simulated`]: a simulated device whose workload is read from a TOML or
+//! * `simulated` (feature `simulator`): a simulated device whose workload is read from a TOML or
 //!   JSON file. A discrete-event simulation drives the *same* scheduler,
 //!   correction and relaunch code as the real coordinator, in tests and in
 //!   the `executor` benchmark.
@@ -88,6 +88,7 @@ mod devices;
 mod failure;
 mod fold;
 mod relaunch;
+#[cfg(feature = "simulator")]
 pub mod simulated;
 mod worker;
 
