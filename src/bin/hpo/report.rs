@@ -87,20 +87,13 @@ pub fn render(data: &StudyData) -> Result<String> {
         let _ = writeln!(h, "<p class=\"note\">no complete trial yet</p>");
     }
     for t in &front {
-        let values: Vec<String> = t
-            .values
-            .iter()
-            .flatten()
-            .map(|v| study::short(*v))
-            .collect();
-        let full: Vec<String> = t.values.iter().flatten().map(|v| num(*v)).collect();
         let _ = writeln!(
             h,
             "<table class=\"best\"><tr><th>trial</th><td>{}</td></tr>\
              <tr><th>value</th><td title=\"{}\">{}</td></tr>",
             t.number,
-            escape(&full.join(", ")),
-            escape(&values.join(", "))
+            escape(&study::values_text(t, num)),
+            escape(&study::values_text(t, study::short))
         );
         for (name, v) in t.params() {
             let _ = writeln!(
@@ -140,18 +133,12 @@ pub fn render(data: &StudyData) -> Result<String> {
     }
     let _ = writeln!(h, "<th>failure</th></tr>");
     for t in &data.trials {
-        let values: Vec<String> = t
-            .values
-            .iter()
-            .flatten()
-            .map(|v| study::short(*v))
-            .collect();
         let _ = write!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
             t.number,
             t.state.as_str(),
-            escape(&values.join(", ")),
+            escape(&study::values_text(t, study::short)),
             t.duration()
                 .map(|d| format!("{:.3}", d.as_secs_f64()))
                 .unwrap_or_default()

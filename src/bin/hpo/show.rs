@@ -285,8 +285,12 @@ pub fn best(data: &StudyData) -> Option<String> {
     }
     let mut out = String::new();
     for t in &front {
-        let values: Vec<String> = t.values.iter().flatten().map(|v| num(*v)).collect();
-        let _ = writeln!(out, "trial {}  value {}", t.number, values.join(", "));
+        let _ = writeln!(
+            out,
+            "trial {}  value {}",
+            t.number,
+            study::values_text(t, num)
+        );
         let params: serde_json::Map<String, Value> = t
             .params()
             .iter()

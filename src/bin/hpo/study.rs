@@ -180,6 +180,17 @@ pub fn param_cell(v: &ParamValue) -> String {
     }
 }
 
+/// A trial's objective values, `, `-separated, each written by `format`
+/// ([`num`] for machines, [`short`] for people); empty when it has none.
+pub fn values_text(t: &FrozenTrial, format: fn(f64) -> String) -> String {
+    t.values
+        .iter()
+        .flatten()
+        .map(|v| format(*v))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// [`param_cell`] for people: floats to 4 significant digits.
 pub fn param_short(v: &ParamValue) -> String {
     match v.as_choice().and_then(|c| c.as_str()) {
