@@ -14,12 +14,15 @@
 //!
 //! ```text
 //! cargo bench -p hpo-core --bench sampler_suite -- [--functions 1,2] [--instances 1,2,3]
-//!     [--dims 5,10] [--seeds 10] [--budget 200] [--mixed 1,2|none]
-//!     [--samplers tpe,tpe_optuna,random,qmc,cmaes] [--reference FILE] [--out DIR] [--label TEXT]
+//!     [--dims 5,10] [--seeds 10] [--budget 200] [--checkpoints 25,50,100] [--mixed 1,2|none]
+//!     [--samplers tpe,tpe_optuna,random,qmc,cmaes,gp] [--reference FILE] [--out DIR] [--label TEXT]
 //!     [--threads N] [--in-flight K [--control]]
 //! ```
 //!
-//! A sampler may also be a variant, `tpe:{json}` or `cmaes:{json}`, whose
+//! `--checkpoints` sets the budgets reported (default 50, 100, 200; those
+//! within `--budget`).
+//!
+//! A sampler may also be a variant, `tpe:{json}`, `cmaes:{json}` or `gp:{json}`, whose
 //! JSON sets config fields over the defaults (how defaults are tuned on the
 //! tuning half); each sampler is compared with its Optuna counterpart.
 //! Studies run on `--threads` threads (default: the CPUs available); each
@@ -55,11 +58,12 @@ use support::suite::{self, Half, Mixed, Record, Spec, Verdict};
 const ALPHA: f64 = 0.05;
 
 /// Optuna's sampler names in the reference file, by ours.
-const OPTUNA: [(&str, &str); 4] = [
+const OPTUNA: [(&str, &str); 5] = [
     ("tpe", "tpe"),
     ("random", "random"),
     ("qmc", "qmc"),
     ("cmaes", "cmaes"),
+    ("gp", "gp"),
 ];
 
 fn list<T: std::str::FromStr>(s: &str, flag: &str) -> Result<Vec<T>>
@@ -167,6 +171,7 @@ fn main() -> Result<()> {
     let mut in_flight = 1usize;
     let mut control = false;
     let mut budget = 200usize;
+    let mut checkpoints: Option<Vec<usize>> = None;
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut reference_path = root.join("bench/reference/optuna/sampler_suite.json");
     let mut out_dir = root.join("bench/results");
@@ -199,6 +204,7 @@ fn main() -> Result<()> {
             "--dims" => spec.dims = list(value()?, a)?,
             "--seeds" => spec.seeds = 0..value()?.parse()?,
             "--budget" => budget = value()?.parse()?,
+            "--checkpoints" => checkpoints = Some(list(value()?, a)?),
             "--samplers" => spec.samplers = sampler_list(value()?),
             "--mixed" => {
                 let v = value()?;
@@ -226,9 +232,9 @@ fn main() -> Result<()> {
             other => bail!("unknown argument `{other}`"),
         }
     }
-    spec.checkpoints = suite::BUDGETS
-        .iter()
-        .copied()
+    spec.checkpoints = checkpoints
+        .unwrap_or_else(|| suite::BUDGETS.to_vec())
+        .into_iter()
         .filter(|b| *b <= budget)
         .collect();
     if spec.checkpoints.is_empty() {

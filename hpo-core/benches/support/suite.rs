@@ -30,17 +30,17 @@
 use super::bbob::Bbob;
 use anyhow::{bail, Context, Result};
 use hpo_core::{
-    CmaEsConfig, CmaEsSampler, Direction, FrozenTrial, QmcConfig, QmcSampler, RandomSampler,
-    Sampler, Study, TpeConfig, TpeSampler, Trial, TrialError, TrialState,
+    CmaEsConfig, CmaEsSampler, Direction, FrozenTrial, GpConfig, GpSampler, QmcConfig, QmcSampler,
+    RandomSampler, Sampler, Study, TpeConfig, TpeSampler, Trial, TrialError, TrialState,
 };
 use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
 
-/// The samplers the suite runs, by name: hpo's default TPE, TPE with Optuna
-/// 5.0's settings, random, scrambled Sobol QMC and CMA-ES (all defaults,
-/// seeded).
+/// The samplers the suite runs by default, by name: hpo's default TPE, TPE
+/// with Optuna 5.0's settings, random, scrambled Sobol QMC and CMA-ES (all
+/// defaults, seeded). `gp` (the GP sampler) is run when named.
 pub const SAMPLERS: [&str; 5] = ["tpe", "tpe_optuna", "random", "qmc", "cmaes"];
 
 /// The budgets (trials) at which best-so-far values are reported.
@@ -272,7 +272,16 @@ pub fn make_sampler(name: &str, seed: u64) -> Result<Arc<dyn Sampler>> {
                     ..cfg
                 })?)
             }
-            other => bail!("no variants of sampler `{other}` (give tpe:{{..}} or cmaes:{{..}})"),
+            "gp" => {
+                let cfg: GpConfig = serde_json::from_str(json).with_context(bad)?;
+                Arc::new(GpSampler::with_config(GpConfig {
+                    seed: Some(seed),
+                    ..cfg
+                })?)
+            }
+            other => bail!(
+                "no variants of sampler `{other}` (give tpe:{{..}}, cmaes:{{..}} or gp:{{..}})"
+            ),
         });
     }
     Ok(match name {
@@ -284,7 +293,11 @@ pub fn make_sampler(name: &str, seed: u64) -> Result<Arc<dyn Sampler>> {
         "random" => Arc::new(RandomSampler::seeded(seed)),
         "qmc" => Arc::new(QmcSampler::with_config(QmcConfig::seeded(seed))),
         "cmaes" => Arc::new(CmaEsSampler::with_config(CmaEsConfig::seeded(seed))?),
-        other => bail!("unknown sampler `{other}` (give {})", SAMPLERS.join(", ")),
+        "gp" => Arc::new(GpSampler::seeded(seed)),
+        other => bail!(
+            "unknown sampler `{other}` (give {} or gp)",
+            SAMPLERS.join(", ")
+        ),
     })
 }
 

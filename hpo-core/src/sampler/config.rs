@@ -3,8 +3,8 @@
 //! executor's worker process, a configuration file).
 
 use super::{
-    CmaEsConfig, CmaEsSampler, GridSampler, QmcConfig, QmcSampler, RandomSampler, Sampler,
-    TpeConfig, TpeSampler,
+    CmaEsConfig, CmaEsSampler, GpConfig, GpSampler, GridSampler, QmcConfig, QmcSampler,
+    RandomSampler, Sampler, TpeConfig, TpeSampler,
 };
 use crate::distribution::ParamValue;
 use crate::error::{Error, Result};
@@ -42,6 +42,8 @@ pub enum SamplerConfig {
     /// settings: they shape only the first generation, which the study's
     /// trials record once it is sampled).
     CmaEs(CmaEsConfig),
+    /// [`GpSampler`].
+    Gp(GpConfig),
     /// [`GridSampler`].
     Grid {
         /// Each parameter's values, as JSON (numbers and strings, as Optuna
@@ -61,6 +63,7 @@ impl SamplerConfig {
             SamplerConfig::Random { seed: None } => Arc::new(RandomSampler::new()),
             SamplerConfig::Qmc(c) => Arc::new(QmcSampler::with_config(c.clone())),
             SamplerConfig::CmaEs(c) => Arc::new(CmaEsSampler::with_config(c.clone())?),
+            SamplerConfig::Gp(c) => Arc::new(GpSampler::with_config(c.clone())?),
             SamplerConfig::Grid { space, seed } => {
                 let mut typed = Vec::with_capacity(space.len());
                 for (name, values) in space {
@@ -104,6 +107,7 @@ mod tests {
             CmaEsSampler::with_config(CmaEsConfig::seeded(4))
                 .unwrap()
                 .to_config(),
+            GpSampler::seeded(5).to_config(),
             grid.to_config(),
         ];
         for c in configs {
@@ -123,6 +127,7 @@ mod tests {
             r#"{"sampler": "tpe", "n_startup_trials": 5, "seed": 7}"#,
             r#"{"sampler": "qmc", "kind": "halton", "seed": 7}"#,
             r#"{"sampler": "cma_es", "separable": true}"#,
+            r#"{"sampler": "gp", "n_startup_trials": 5, "seed": 7}"#,
         ] {
             let c: SamplerConfig = serde_json::from_str(text).unwrap();
             c.init().unwrap();
@@ -136,6 +141,7 @@ mod tests {
             RandomSampler::new().to_config(),
             QmcSampler::new().to_config(),
             CmaEsSampler::new().to_config(),
+            GpSampler::new().to_config(),
         ];
         for c in configs {
             let seed = match c.unwrap() {
@@ -143,6 +149,7 @@ mod tests {
                 SamplerConfig::Random { seed } => seed,
                 SamplerConfig::Qmc(c) => c.seed,
                 SamplerConfig::CmaEs(c) => c.seed,
+                SamplerConfig::Gp(c) => c.seed,
                 other => panic!("unexpected {other:?}"),
             };
             assert!(seed.is_some());

@@ -29,6 +29,7 @@
 
 mod cmaes;
 mod config;
+mod gp;
 mod grid;
 mod qmc;
 mod random;
@@ -38,6 +39,7 @@ mod transform;
 
 pub use self::cmaes::{CmaEsConfig, CmaEsSampler};
 pub use self::config::SamplerConfig;
+pub use self::gp::{GpConfig, GpSampler};
 pub use self::grid::GridSampler;
 pub use self::qmc::{QmcConfig, QmcKind, QmcSampler};
 pub(crate) use self::random::sample_uniform;

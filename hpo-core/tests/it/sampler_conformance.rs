@@ -3,9 +3,9 @@
 //! conditional search spaces and every distribution kind.
 
 use hpo_core::{
-    CategoricalDistribution, CmaEsConfig, CmaEsSampler, Direction, FloatDistribution, GridSampler,
-    IntDistribution, ParamValue, QmcConfig, QmcKind, QmcSampler, RandomSampler, Sampler, Study,
-    Support, TpeConfig, TpeSampler, TrialError, TrialState,
+    CategoricalDistribution, CmaEsConfig, CmaEsSampler, Direction, FloatDistribution, GpConfig,
+    GpSampler, GridSampler, IntDistribution, ParamValue, QmcConfig, QmcKind, QmcSampler,
+    RandomSampler, Sampler, Study, Support, TpeConfig, TpeSampler, TrialError, TrialState,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -169,7 +169,7 @@ const GENERAL: Caps = Caps { general: true };
 /// with: rebuilt from its settings it proposes what it proposes.
 #[test]
 fn an_unseeded_sampler_rebuilt_from_its_settings_proposes_the_same() {
-    let samplers: [Arc<dyn Sampler>; 4] = [
+    let samplers: [Arc<dyn Sampler>; 5] = [
         Arc::new(
             TpeSampler::with_config(TpeConfig {
                 n_startup_trials: 5,
@@ -180,6 +180,7 @@ fn an_unseeded_sampler_rebuilt_from_its_settings_proposes_the_same() {
         Arc::new(RandomSampler::new()),
         Arc::new(QmcSampler::new()),
         Arc::new(CmaEsSampler::new()),
+        Arc::new(GpSampler::with_config(quick_gp(None)).unwrap()),
     ];
     for original in samplers {
         let config = original.to_config().unwrap();
@@ -193,6 +194,25 @@ fn an_unseeded_sampler_rebuilt_from_its_settings_proposes_the_same() {
         };
         assert_eq!(params(&first), params(&second), "{config:?}");
     }
+}
+
+/// GP settings that keep a debug-build test short.
+fn quick_gp(seed: Option<u64>) -> GpConfig {
+    GpConfig {
+        seed,
+        n_startup_trials: 5,
+        n_preliminary_samples: 128,
+        n_local_search: 3,
+        ..GpConfig::default()
+    }
+}
+
+#[test]
+fn gp_sampler_conforms() {
+    conformance(
+        |s| Box::new(GpSampler::with_config(quick_gp(Some(s))).unwrap()),
+        GENERAL,
+    );
 }
 
 #[test]

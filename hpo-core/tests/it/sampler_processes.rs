@@ -1,11 +1,12 @@
-//! QMC and CMA-ES resumed in a new process: two worker processes, one after
+//! QMC, CMA-ES and GP resumed in a new process: two worker processes, one after
 //! the other, on one SQLite study file propose exactly what one uninterrupted
 //! study does. The worker is this test binary run again
 //! (`sampler_processes::worker`), configured through environment variables.
 
 use hpo_core::storage::SqliteStorage;
 use hpo_core::{
-    CmaEsConfig, CmaEsSampler, Direction, QmcConfig, QmcSampler, Sampler, Study, TrialError,
+    CmaEsConfig, CmaEsSampler, Direction, GpConfig, GpSampler, QmcConfig, QmcSampler, Sampler,
+    Study, TrialError,
 };
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -19,6 +20,18 @@ fn sampler(kind: &str) -> Arc<dyn Sampler> {
             CmaEsSampler::with_config(CmaEsConfig {
                 with_margin: true,
                 ..CmaEsConfig::seeded(21)
+            })
+            .unwrap(),
+        ),
+        // Refits every 4th observation past 20: the uninterrupted study grows
+        // its cached factor between fits, the resumed one builds it afresh.
+        "gp" => Arc::new(
+            GpSampler::with_config(GpConfig {
+                n_startup_trials: 6,
+                n_preliminary_samples: 128,
+                n_local_search: 3,
+                refit_fraction: 0.2,
+                ..GpConfig::seeded(21)
             })
             .unwrap(),
         ),
@@ -112,4 +125,21 @@ fn qmc_and_cmaes_resumed_in_new_processes_continue_the_search() {
             "{kind}: the second process did not continue the first's search"
         );
     }
+}
+
+#[test]
+fn gp_resumed_in_a_new_process_continues_the_search() {
+    let db = temp_db("gp");
+    run_worker(&db, "gp", 14);
+    run_worker(&db, "gp", 14);
+    let resumed = study(&db, "gp");
+    let whole_db = temp_db("gp-whole");
+    let whole = study(&whole_db, "gp");
+    whole.optimize(28, objective).unwrap();
+    let (r, w) = (params(&resumed), params(&whole));
+    assert_eq!(r.len(), 28);
+    assert_eq!(
+        r, w,
+        "the second process did not continue the first's search"
+    );
 }

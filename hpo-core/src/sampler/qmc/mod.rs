@@ -26,7 +26,7 @@
 
 mod halton;
 mod joe_kuo;
-mod sobol;
+pub(in crate::sampler) mod sobol;
 
 use self::halton::Halton;
 use self::sobol::Sobol;

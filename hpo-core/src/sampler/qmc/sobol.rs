@@ -18,7 +18,7 @@ const BITS: usize = 64;
 /// The direction numbers of one Sobol sequence in `d` dimensions, scrambled
 /// or not, and each dimension's digital shift.
 #[derive(Debug, Clone)]
-pub(super) struct Sobol {
+pub(in crate::sampler) struct Sobol {
     /// `directions[j][c]`: dimension `j`'s direction number for bit `c` of
     /// the Gray code, as a 64-bit binary fraction.
     directions: Vec<[u64; BITS]>,
@@ -46,7 +46,7 @@ impl Sobol {
     /// per dimension (so a dimension's scrambling never depends on how many
     /// others there are): a random lower-triangular binary matrix with unit
     /// diagonal applied to the direction numbers, then a random digital shift.
-    pub(super) fn scrambled<R: Rng>(
+    pub(in crate::sampler) fn scrambled<R: Rng>(
         d: usize,
         mut rng_for: impl FnMut(usize) -> R,
     ) -> Result<Sobol> {
@@ -84,7 +84,7 @@ impl Sobol {
     }
 
     /// Point number `index` (the first is 0), each coordinate in `[0, 1)`.
-    pub(super) fn point(&self, index: u64) -> Vec<f64> {
+    pub(in crate::sampler) fn point(&self, index: u64) -> Vec<f64> {
         let gray = index ^ (index >> 1);
         self.directions
             .iter()

@@ -1,0 +1,237 @@
+//! A fitted Gaussian-process regressor: the posterior mean and variance at a
+//! point, with their gradients, and the "believer" copy that stands in for
+//! trials still running.
+
+use super::fit;
+use super::kernel::{matern52, matern52_ds, KernelParams};
+use super::linalg::Cholesky;
+
+/// A GP conditioned on observations `(x, y)` under fixed hyperparameters.
+#[derive(Debug, Clone)]
+pub(super) struct Model {
+    params: KernelParams,
+    categorical: Vec<bool>,
+    x: Vec<Vec<f64>>,
+    y: Vec<f64>,
+    chol: Cholesky,
+    /// `K⁻¹ y`.
+    alpha: Vec<f64>,
+}
+
+impl Model {
+    /// The model of `(x, y)`, reusing `prefix` (a factor of the first rows of
+    /// `x` under the same `params`) and extending it by the rest; `None` if
+    /// the covariance cannot be factored even with jitter.
+    pub(super) fn new(
+        params: KernelParams,
+        categorical: Vec<bool>,
+        x: Vec<Vec<f64>>,
+        y: Vec<f64>,
+        prefix: Option<Cholesky>,
+    ) -> Option<Model> {
+        let chol = match prefix.filter(|c| c.len() <= x.len()) {
+            Some(mut c) => {
+                let mut ok = true;
+                let mut cov = Vec::with_capacity(x.len());
+                for i in c.len()..x.len() {
+                    cov.clear();
+                    cov.extend((0..i).map(|j| params.cov(&categorical, &x[i], &x[j])));
+                    if c.push(&cov, params.scale + params.noise).is_err() {
+                        ok = false;
+                        break;
+                    }
+                }
+                if ok {
+                    c
+                } else {
+                    fit::factor(&params, &x, &categorical)?
+                }
+            }
+            None => fit::factor(&params, &x, &categorical)?,
+        };
+        let mut alpha = y.clone();
+        chol.solve(&mut alpha);
+        if alpha.iter().any(|a| !a.is_finite()) {
+            return None;
+        }
+        Some(Model {
+            params,
+            categorical,
+            x,
+            y,
+            chol,
+            alpha,
+        })
+    }
+
+    /// The hyperparameters.
+    pub(super) fn params(&self) -> &KernelParams {
+        &self.params
+    }
+
+    /// The factor of the covariance of the observations.
+    pub(super) fn factor(&self) -> &Cholesky {
+        &self.chol
+    }
+
+    /// Which coordinates are categorical.
+    #[cfg(test)]
+    pub(super) fn categorical(&self) -> &[bool] {
+        &self.categorical
+    }
+
+    /// The posterior mean and variance of `f(p)` (variance clamped at 0).
+    pub(super) fn posterior(&self, p: &[f64]) -> (f64, f64) {
+        let mut k: Vec<f64> = self
+            .x
+            .iter()
+            .map(|xi| self.params.cov(&self.categorical, p, xi))
+            .collect();
+        let mean: f64 = k.iter().zip(&self.alpha).map(|(a, b)| a * b).sum();
+        self.chol.solve_lower(&mut k);
+        let var = self.params.scale - k.iter().map(|v| v * v).sum::<f64>();
+        (mean, var.max(0.0))
+    }
+
+    /// The posterior mean and variance at `p` and their gradients with
+    /// respect to `p`'s numeric coordinates (categorical ones get 0).
+    pub(super) fn posterior_grad(
+        &self,
+        p: &[f64],
+        dmean: &mut [f64],
+        dvar: &mut [f64],
+    ) -> (f64, f64) {
+        let n = self.x.len();
+        let mut k = Vec::with_capacity(n);
+        let mut dk_ds = Vec::with_capacity(n);
+        for xi in &self.x {
+            let s = self.params.sq_dist(&self.categorical, p, xi);
+            k.push(self.params.scale * matern52(s));
+            dk_ds.push(self.params.scale * matern52_ds(s));
+        }
+        let mean: f64 = k.iter().zip(&self.alpha).map(|(a, b)| a * b).sum();
+        // w = K⁻¹ k.
+        let mut w = k.clone();
+        self.chol.solve_lower(&mut w);
+        let var = self.params.scale - w.iter().map(|v| v * v).sum::<f64>();
+        self.chol.solve_upper(&mut w);
+        dmean.fill(0.0);
+        dvar.fill(0.0);
+        for (i, xi) in self.x.iter().enumerate() {
+            let (a, ww, g) = (self.alpha[i], w[i], dk_ds[i]);
+            for j in 0..p.len() {
+                if self.categorical[j] {
+                    continue;
+                }
+                // ∂k_i/∂p_j = s m'(·) λ_j 2 (p_j - x_ij).
+                let dk = g * self.params.inv_sq_lengthscales[j] * 2.0 * (p[j] - xi[j]);
+                dmean[j] += a * dk;
+                dvar[j] -= 2.0 * ww * dk;
+            }
+        }
+        if var <= 0.0 {
+            dvar.fill(0.0);
+        }
+        (mean, var.max(0.0))
+    }
+
+    /// This model with `points` added as observations of their own
+    /// posterior mean (the "Kriging believer"): the mean is unchanged, the
+    /// variance at and near them shrinks to the noise, so a proposal made
+    /// while they run looks elsewhere unless they are clearly the best bet.
+    /// Points whose row cannot be factored are left out.
+    pub(super) fn believing(&self, points: &[Vec<f64>]) -> Model {
+        let mut m = self.clone();
+        let mut cov = Vec::new();
+        for p in points {
+            let (mean, _) = m.posterior(p);
+            cov.clear();
+            cov.extend(m.x.iter().map(|xi| m.params.cov(&m.categorical, p, xi)));
+            if m.chol.push(&cov, m.params.scale + m.params.noise).is_ok() {
+                m.x.push(p.clone());
+                m.y.push(mean);
+            }
+        }
+        let mut alpha = m.y.clone();
+        m.chol.solve(&mut alpha);
+        m.alpha = alpha;
+        m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model() -> Model {
+        let x: Vec<Vec<f64>> = (0..10)
+            .map(|i| vec![(i as f64 * 0.31) % 1.0, (i % 2) as f64])
+            .collect();
+        let y: Vec<f64> = x.iter().map(|r| (5.0 * r[0]).cos() + r[1]).collect();
+        let p = KernelParams {
+            inv_sq_lengthscales: vec![4.0, 0.5],
+            scale: 1.3,
+            noise: 1e-4,
+        };
+        Model::new(p, vec![false, true], x, y, None).unwrap()
+    }
+
+    #[test]
+    fn the_posterior_interpolates_and_its_gradient_matches_finite_differences() {
+        let m = model();
+        let (mean, var) = m.posterior(&[0.0, 0.0]);
+        assert!((mean - 1.0).abs() < 1e-2 && var < 1e-3, "{mean} {var}");
+        for p in [[0.37, 1.0], [0.05, 0.0], [0.93, 1.0]] {
+            let mut dm = [0.0; 2];
+            let mut dv = [0.0; 2];
+            let (m0, v0) = m.posterior_grad(&p, &mut dm, &mut dv);
+            let (m1, v1) = m.posterior(&p);
+            assert!((m0 - m1).abs() < 1e-12 && (v0 - v1).abs() < 1e-12);
+            let h = 1e-6;
+            let (a, b) = (
+                m.posterior(&[p[0] + h, p[1]]),
+                m.posterior(&[p[0] - h, p[1]]),
+            );
+            let (fdm, fdv) = ((a.0 - b.0) / (2.0 * h), (a.1 - b.1) / (2.0 * h));
+            assert!(
+                (fdm - dm[0]).abs() < 1e-5 * (1.0 + fdm.abs()),
+                "{fdm} {}",
+                dm[0]
+            );
+            assert!(
+                (fdv - dv[0]).abs() < 1e-5 * (1.0 + fdv.abs()),
+                "{fdv} {}",
+                dv[0]
+            );
+            assert_eq!(dm[1], 0.0);
+        }
+    }
+
+    #[test]
+    fn a_believed_point_keeps_the_mean_and_loses_its_variance() {
+        let m = model();
+        let p = vec![0.5, 1.0];
+        let (mean, var) = m.posterior(&p);
+        let b = m.believing(std::slice::from_ref(&p));
+        let (mean2, var2) = b.posterior(&p);
+        assert!((mean - mean2).abs() < 1e-9);
+        assert!(var > 1e-3 && var2 < 1e-3, "{var} -> {var2}");
+    }
+
+    #[test]
+    fn a_prefix_factor_is_extended_to_the_same_model() {
+        let m = model();
+        let x: Vec<Vec<f64>> = m.x.clone();
+        let prefix = fit::factor(m.params(), &x[..6], m.categorical()).unwrap();
+        let grown = Model::new(
+            m.params().clone(),
+            m.categorical().to_vec(),
+            x,
+            m.y.clone(),
+            Some(prefix),
+        )
+        .unwrap();
+        assert_eq!(grown.factor(), m.factor());
+        assert_eq!(grown.alpha, m.alpha);
+    }
+}
