@@ -30,8 +30,9 @@
 use super::bbob::Bbob;
 use anyhow::{bail, Context, Result};
 use hpo_core::{
-    CmaEsConfig, CmaEsSampler, Direction, FrozenTrial, GpConfig, GpSampler, QmcConfig, QmcSampler,
-    RandomSampler, Sampler, Study, TpeConfig, TpeSampler, Trial, TrialError, TrialState,
+    AutoConfig, AutoSampler, CmaEsConfig, CmaEsSampler, Direction, FrozenTrial, GpConfig,
+    GpSampler, QmcConfig, QmcSampler, RandomSampler, Sampler, Study, TpeConfig, TpeSampler, Trial,
+    TrialError, TrialState,
 };
 use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
@@ -268,6 +269,13 @@ pub fn make_sampler(name: &str, seed: u64) -> Result<Arc<dyn Sampler>> {
             "cmaes" => {
                 let cfg: CmaEsConfig = serde_json::from_str(json).with_context(bad)?;
                 Arc::new(CmaEsSampler::with_config(CmaEsConfig {
+                    seed: Some(seed),
+                    ..cfg
+                })?)
+            }
+            "auto" => {
+                let cfg: AutoConfig = serde_json::from_str(json).with_context(bad)?;
+                Arc::new(AutoSampler::with_config(AutoConfig {
                     seed: Some(seed),
                     ..cfg
                 })?)

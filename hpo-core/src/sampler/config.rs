@@ -3,8 +3,8 @@
 //! executor's worker process, a configuration file).
 
 use super::{
-    CmaEsConfig, CmaEsSampler, GpConfig, GpSampler, GridSampler, QmcConfig, QmcSampler,
-    RandomSampler, Sampler, TpeConfig, TpeSampler,
+    AutoConfig, AutoSampler, CmaEsConfig, CmaEsSampler, GpConfig, GpSampler, GridSampler,
+    QmcConfig, QmcSampler, RandomSampler, Sampler, TpeConfig, TpeSampler,
 };
 use crate::distribution::ParamValue;
 use crate::error::{Error, Result};
@@ -44,6 +44,8 @@ pub enum SamplerConfig {
     CmaEs(CmaEsConfig),
     /// [`GpSampler`].
     Gp(GpConfig),
+    /// [`AutoSampler`].
+    Auto(AutoConfig),
     /// [`GridSampler`].
     Grid {
         /// Each parameter's values, as JSON (numbers and strings, as Optuna
@@ -64,6 +66,7 @@ impl SamplerConfig {
             SamplerConfig::Qmc(c) => Arc::new(QmcSampler::with_config(c.clone())),
             SamplerConfig::CmaEs(c) => Arc::new(CmaEsSampler::with_config(c.clone())?),
             SamplerConfig::Gp(c) => Arc::new(GpSampler::with_config(c.clone())?),
+            SamplerConfig::Auto(c) => Arc::new(AutoSampler::with_config(c.clone())?),
             SamplerConfig::Grid { space, seed } => {
                 let mut typed = Vec::with_capacity(space.len());
                 for (name, values) in space {
@@ -108,6 +111,9 @@ mod tests {
                 .unwrap()
                 .to_config(),
             GpSampler::seeded(5).to_config(),
+            AutoSampler::with_config(AutoConfig::seeded(6))
+                .unwrap()
+                .to_config(),
             grid.to_config(),
         ];
         for c in configs {
@@ -128,6 +134,7 @@ mod tests {
             r#"{"sampler": "qmc", "kind": "halton", "seed": 7}"#,
             r#"{"sampler": "cma_es", "separable": true}"#,
             r#"{"sampler": "gp", "n_startup_trials": 5, "seed": 7}"#,
+            r#"{"sampler": "auto", "gp_until": 100, "late": "cma_es"}"#,
         ] {
             let c: SamplerConfig = serde_json::from_str(text).unwrap();
             c.init().unwrap();
@@ -142,6 +149,7 @@ mod tests {
             QmcSampler::new().to_config(),
             CmaEsSampler::new().to_config(),
             GpSampler::new().to_config(),
+            AutoSampler::new().to_config(),
         ];
         for c in configs {
             let seed = match c.unwrap() {
@@ -150,6 +158,7 @@ mod tests {
                 SamplerConfig::Qmc(c) => c.seed,
                 SamplerConfig::CmaEs(c) => c.seed,
                 SamplerConfig::Gp(c) => c.seed,
+                SamplerConfig::Auto(c) => c.seed,
                 other => panic!("unexpected {other:?}"),
             };
             assert!(seed.is_some());

@@ -27,6 +27,7 @@
 //! history, never repeats itself when a study is resumed in a new process, and
 //! proposes different configurations in processes that share a study.
 
+mod auto;
 mod cmaes;
 mod config;
 mod gp;
@@ -37,6 +38,7 @@ mod stream;
 mod tpe;
 mod transform;
 
+pub use self::auto::{AutoConfig, AutoLate, AutoSampler, AUTO_CHOICE_ATTR};
 pub use self::cmaes::{CmaEsConfig, CmaEsSampler};
 pub use self::config::SamplerConfig;
 pub use self::gp::{GpConfig, GpSampler};

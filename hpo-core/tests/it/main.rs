@@ -15,6 +15,7 @@ mod bbob;
 mod cmaes;
 mod crash_points;
 mod executor;
+mod gp;
 mod grid_sampler;
 mod heartbeat_retry;
 mod layers;

@@ -3,9 +3,10 @@
 //! conditional search spaces and every distribution kind.
 
 use hpo_core::{
-    CategoricalDistribution, CmaEsConfig, CmaEsSampler, Direction, FloatDistribution, GpConfig,
-    GpSampler, GridSampler, IntDistribution, ParamValue, QmcConfig, QmcKind, QmcSampler,
-    RandomSampler, Sampler, Study, Support, TpeConfig, TpeSampler, TrialError, TrialState,
+    AutoConfig, AutoSampler, CategoricalDistribution, CmaEsConfig, CmaEsSampler, Direction,
+    FloatDistribution, GpConfig, GpSampler, GridSampler, IntDistribution, ParamValue, QmcConfig,
+    QmcKind, QmcSampler, RandomSampler, Sampler, Study, Support, TpeConfig, TpeSampler, TrialError,
+    TrialState,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -211,6 +212,24 @@ fn quick_gp(seed: Option<u64>) -> GpConfig {
 fn gp_sampler_conforms() {
     conformance(
         |s| Box::new(GpSampler::with_config(quick_gp(Some(s))).unwrap()),
+        GENERAL,
+    );
+}
+
+#[test]
+fn auto_sampler_conforms() {
+    // (gp_until 12: past it, with this conditional space, TPE all along;
+    // the GP's share is the GP sampler's own conformance above.)
+    conformance(
+        |s| {
+            Box::new(
+                AutoSampler::with_config(AutoConfig {
+                    gp_until: 12,
+                    ..AutoConfig::seeded(s)
+                })
+                .unwrap(),
+            )
+        },
         GENERAL,
     );
 }

@@ -114,6 +114,27 @@ impl Acquisition<'_> {
         v
     }
 
+    /// The acquisition at each of `points`.
+    pub(super) fn values(&self, points: &[Vec<f64>]) -> Vec<f64> {
+        self.exact(points)
+    }
+
+    /// The acquisition at each of `points`, exactly.
+    fn exact(&self, points: &[Vec<f64>]) -> Vec<f64> {
+        let mut v = vec![0.0; points.len()];
+        if let Some(best) = self.best {
+            for (o, (m, s2)) in v.iter_mut().zip(self.objective.posterior_many(points)) {
+                *o += log_ei(m, s2, best).0;
+            }
+        }
+        if let Some((model, threshold)) = self.feasibility {
+            for (o, (m, s2)) in v.iter_mut().zip(model.posterior_many(points)) {
+                *o += log_pi(m, s2, threshold).0;
+            }
+        }
+        v
+    }
+
     /// The acquisition at `p`, its gradient written to `grad`.
     pub(super) fn value_grad(&self, p: &[f64], grad: &mut [f64]) -> f64 {
         let d = p.len();

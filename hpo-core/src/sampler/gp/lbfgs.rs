@@ -7,9 +7,9 @@
 //! points outward is held there for the step (the active set), the
 //! quasi-Newton direction is computed on the others, and the line search
 //! backtracks along the projected path `P(x + α d)` until the Armijo
-//! condition holds. It stops, as SciPy's does with `gtol`, when the largest
-//! component of the projected gradient is below the tolerance, or when a
-//! step no longer lowers the function. A function value that is not finite
+//! condition holds. It stops, as SciPy's does, when the largest component of
+//! the projected gradient is below `gtol` or a step lowers the function by
+//! less than SciPy's default relative `ftol`, or when no step lowers it. A function value that is not finite
 //! (a Cholesky factor that failed at a trial point) counts as "too far" and
 //! shortens the step; nothing here panics.
 
@@ -19,6 +19,9 @@ const MEMORY: usize = 10;
 const ARMIJO: f64 = 1e-4;
 /// Backtracking steps per line search before giving up.
 const MAX_BACKTRACK: usize = 40;
+/// Relative decrease below which the minimisation stops: SciPy's L-BFGS-B
+/// default (`factr = 1e7` times the machine epsilon).
+const FTOL: f64 = 1e7 * f64::EPSILON;
 
 /// How a minimisation ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -140,6 +143,7 @@ pub(super) fn minimize(
                 converged: false,
             };
         }
+        let small = (fx - fnew) <= FTOL * fx.abs().max(fnew.abs()).max(1.0);
         let s: Vec<f64> = xn.iter().zip(&x).map(|(a, b)| a - b).collect();
         let y: Vec<f64> = gn.iter().zip(&g).map(|(a, b)| a - b).collect();
         let sy: f64 = s.iter().zip(&y).map(|(a, b)| a * b).sum();
@@ -154,6 +158,15 @@ pub(super) fn minimize(
         x.copy_from_slice(&xn);
         g.copy_from_slice(&gn);
         fx = fnew;
+        if small {
+            // As SciPy: the function no longer moves.
+            return Minimum {
+                x,
+                f: fx,
+                iterations,
+                converged: true,
+            };
+        }
     }
     Minimum {
         x,

@@ -93,12 +93,11 @@ impl Cholesky {
         for (j, &c) in cov.iter().enumerate() {
             let lj = self.row(j);
             let new = &self.packed[start..];
-            let dot: f64 = new.iter().zip(&lj[..j]).map(|(a, b)| a * b).sum();
-            let v = (c - dot) / lj[j];
+            let v = (c - dot(new, &lj[..j])) / lj[j];
             self.packed.push(v);
         }
         let new = &self.packed[start..];
-        let d = var + self.jitter - new.iter().map(|a| a * a).sum::<f64>();
+        let d = var + self.jitter - dot(new, new);
         if !(d > 0.0 && d.is_finite()) {
             self.packed.truncate(start);
             return Err(NotPositive);
@@ -112,8 +111,28 @@ impl Cholesky {
     pub(super) fn solve_lower(&self, b: &mut [f64]) {
         for i in 0..self.n {
             let r = self.row(i);
-            let dot: f64 = r[..i].iter().zip(&b[..i]).map(|(a, x)| a * x).sum();
-            b[i] = (b[i] - dot) / r[i];
+            b[i] = (b[i] - dot(&r[..i], &b[..i])) / r[i];
+        }
+    }
+
+    /// Solves `L X = B` in place for [`LANES`] right-hand sides at once,
+    /// `b` row-major (`b[i * LANES + k]` is row `i` of column `k`): each row
+    /// of `L` is read once for all of them, and the sums over the columns are
+    /// independent, so the loop runs at the machine's arithmetic rate.
+    pub(super) fn solve_lower_lanes(&self, b: &mut [f64]) {
+        debug_assert_eq!(b.len(), self.n * LANES);
+        for i in 0..self.n {
+            let r = self.row(i);
+            let mut acc = [0.0; LANES];
+            let (done, rest) = b.split_at_mut(i * LANES);
+            for (l, row) in r[..i].iter().zip(done.chunks_exact(LANES)) {
+                for (a, x) in acc.iter_mut().zip(row) {
+                    *a += l * x;
+                }
+            }
+            for (x, a) in rest[..LANES].iter_mut().zip(acc) {
+                *x = (*x - a) / r[i];
+            }
         }
     }
 
@@ -139,35 +158,43 @@ impl Cholesky {
         (0..self.n).map(|i| self.row(i)[i].ln()).sum()
     }
 
-    /// `A⁻¹`, dense and row-major: `L⁻¹` by forward substitution, then
-    /// `L⁻ᵀ L⁻¹`.
+    /// `A⁻¹`, dense and row-major: `X = L⁻¹` row by row (row `i` is
+    /// `(e_i - Σ_k L[i][k] X[k]) / L[i][i]`, a sum of rows), then
+    /// `A⁻¹ = Xᵀ X` as a sum of outer products of `X`'s rows; both inner
+    /// loops are independent updates of contiguous memory.
     pub(super) fn inverse(&self) -> Vec<f64> {
         let n = self.n;
-        // inv[i][j] = (L⁻¹)[i][j], lower triangular, row-major n x n.
-        let mut inv = vec![0.0; n * n];
-        for j in 0..n {
-            inv[j * n + j] = 1.0 / self.row(j)[j];
-            for i in j + 1..n {
-                let r = self.row(i);
-                let mut s = 0.0;
-                for (k, rk) in r.iter().enumerate().take(i).skip(j) {
-                    s += rk * inv[k * n + j];
-                }
-                inv[i * n + j] = -s / r[i];
-            }
-        }
-        // A⁻¹[a][b] = Σ_k≥max(a,b) L⁻¹[k][a] L⁻¹[k][b].
-        let mut out = vec![0.0; n * n];
-        for k in 0..n {
-            let lk = &inv[k * n..k * n + k + 1];
-            for a in 0..=k {
-                let la = lk[a];
-                if la == 0.0 {
+        // x[i][..=i] is row i of L⁻¹ (lower triangular), row-major n x n.
+        let mut x = vec![0.0; n * n];
+        for i in 0..n {
+            let r = self.row(i);
+            let (above, row) = x.split_at_mut(i * n);
+            let row = &mut row[..=i];
+            row[i] = 1.0;
+            for (k, lik) in r[..i].iter().enumerate() {
+                if *lik == 0.0 {
                     continue;
                 }
-                let row = &mut out[a * n..a * n + a + 1];
-                for (o, lb) in row.iter_mut().zip(lk) {
-                    *o += la * lb;
+                for (v, xk) in row[..=k].iter_mut().zip(&above[k * n..k * n + k + 1]) {
+                    *v -= lik * xk;
+                }
+            }
+            let d = r[i];
+            for v in row.iter_mut() {
+                *v /= d;
+            }
+        }
+        // A⁻¹[a][b] = Σ_{k ≥ max(a, b)} X[k][a] X[k][b].
+        let mut out = vec![0.0; n * n];
+        for k in 0..n {
+            let xk = &x[k * n..k * n + k + 1];
+            for a in 0..=k {
+                let xa = xk[a];
+                if xa == 0.0 {
+                    continue;
+                }
+                for (o, xb) in out[a * n..a * n + a + 1].iter_mut().zip(xk) {
+                    *o += xa * xb;
                 }
             }
         }
@@ -178,6 +205,30 @@ impl Cholesky {
         }
         out
     }
+}
+
+/// Right-hand sides solved together by [`Cholesky::solve_lower_lanes`].
+pub(super) const LANES: usize = 8;
+
+/// `Σ a_i b_i` over the shorter of the two, with eight independent partial
+/// sums: one running sum is a chain of dependent additions, which the
+/// compiler may not reorder, so it runs at the adder's latency, not its rate.
+pub(super) fn dot(a: &[f64], b: &[f64]) -> f64 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0.0; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    let mut s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (x, y) in ra.iter().zip(rb) {
+        s += x * y;
+    }
+    s
 }
 
 #[cfg(test)]
@@ -244,6 +295,33 @@ mod tests {
         }
         // Bit for bit, not within a tolerance.
         assert_eq!(grown, full);
+    }
+
+    #[test]
+    fn lanes_solve_as_one_at_a_time_and_dot_sums() {
+        let n = 11;
+        let a = spd(n);
+        let c = Cholesky::factor(n, |i, j| a[i * n + j]).unwrap();
+        let cols: Vec<Vec<f64>> = (0..LANES)
+            .map(|k| (0..n).map(|i| ((i * 3 + k * 5) % 7) as f64 - 3.0).collect())
+            .collect();
+        let mut b = vec![0.0; n * LANES];
+        for (k, col) in cols.iter().enumerate() {
+            for i in 0..n {
+                b[i * LANES + k] = col[i];
+            }
+        }
+        c.solve_lower_lanes(&mut b);
+        for (k, col) in cols.iter().enumerate() {
+            let mut one = col.clone();
+            c.solve_lower(&mut one);
+            for i in 0..n {
+                assert!((one[i] - b[i * LANES + k]).abs() < 1e-12);
+            }
+        }
+        let x: Vec<f64> = (0..19).map(|i| i as f64).collect();
+        assert_eq!(dot(&x, &x), (0..19).map(|i| (i * i) as f64).sum::<f64>());
+        assert_eq!(dot(&x[..3], &x), 5.0);
     }
 
     #[test]

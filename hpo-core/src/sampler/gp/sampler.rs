@@ -106,7 +106,8 @@ impl Default for GpSampler {
 /// Observations of the objective and of feasibility, by trial number.
 #[derive(Debug, Default)]
 struct Observations {
-    /// Objective: numbers, points, values (larger is better, raw).
+    /// Objective: numbers, points, values (larger is better, raw; pruned
+    /// trials capped at the median, violations at the worst value).
     numbers: Vec<u64>,
     x: Vec<Vec<f64>>,
     y: Vec<f64>,
@@ -170,6 +171,7 @@ impl GpSampler {
         };
         let mut obs = Observations::default();
         let mut pruned = Vec::new();
+        let mut violated_points = Vec::new();
         for t in study.iter() {
             if t.number == current {
                 continue;
@@ -198,21 +200,32 @@ impl GpSampler {
                     }
                 }
                 TrialState::Fail if t.failure().is_some_and(|k| k.is_constraint_violation()) => {
-                    obs.fx.push(x);
+                    obs.fx.push(x.clone());
                     obs.feasible.push(false);
+                    violated_points.push((t.number, x));
                 }
                 _ => {}
             }
         }
-        if !pruned.is_empty() && !obs.y.is_empty() {
-            // A pruned trial is never better than the median COMPLETE one.
+        let mut extra = Vec::new();
+        if !obs.y.is_empty() {
             let mut sorted = obs.y.clone();
             sorted.sort_by(f64::total_cmp);
+            // A pruned trial is never better than the median COMPLETE one.
             let median = sorted[(sorted.len() - 1) / 2];
-            for (number, x, v) in pruned {
+            extra.extend(pruned.into_iter().map(|(n, x, v)| (n, x, v.min(median))));
+            // A configuration that did not fit has no value; it enters as
+            // the worst one seen, so the objective's model does not
+            // extrapolate into the region (the feasibility model draws its
+            // boundary).
+            let worst = sorted[0];
+            extra.extend(violated_points.into_iter().map(|(n, x)| (n, x, worst)));
+        }
+        if !extra.is_empty() {
+            for (number, x, v) in extra {
                 obs.numbers.push(number);
                 obs.x.push(x);
-                obs.y.push(v.min(median));
+                obs.y.push(v);
                 obs.incumbent.push(false);
             }
             // Keep trial-number order (what makes cached factors reusable).
@@ -425,15 +438,6 @@ impl Sampler for GpSampler {
             .filter(|t| t.number != trial.number)
             .filter_map(|t| point(&axes, t))
             .collect();
-        let (objective, feasibility) = if running.is_empty() {
-            (objective, feasibility)
-        } else {
-            (
-                objective.believing(&running),
-                feasibility.map(|(m, t)| (m.believing(&running), t)),
-            )
-        };
-
         let best = y
             .iter()
             .zip(&obs.incumbent)
@@ -441,6 +445,15 @@ impl Sampler for GpSampler {
             .filter(|(_, (_, inc))| **inc)
             .max_by(|a, b| a.1 .0.total_cmp(b.1 .0));
         let warm: Vec<Vec<f64>> = best.iter().map(|(i, _)| obs.x[*i].clone()).collect();
+        let (objective, feasibility) = if running.is_empty() {
+            (objective, feasibility)
+        } else {
+            let cap = best.map_or(f64::INFINITY, |(_, (v, _))| *v);
+            (
+                objective.believing(&running, cap),
+                feasibility.map(|(m, t)| (m.believing(&running, f64::INFINITY), t)),
+            )
+        };
         let acquisition = Acquisition {
             objective: &objective,
             best: best.map(|(_, (v, _))| *v),
@@ -517,5 +530,181 @@ impl Sampler for GpSampler {
             seed: Some(self.seed),
             ..self.config.clone()
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::distribution::FloatDistribution;
+    use crate::trial::FailureKind;
+    use std::sync::Arc;
+
+    fn dist() -> Distribution {
+        FloatDistribution::new(0.0, 1.0).unwrap().into()
+    }
+
+    fn trial(number: u64, state: TrialState, x: f64) -> FrozenTrial {
+        let mut t = FrozenTrial::new(number, number, state);
+        t.internal_params.insert("x".into(), x);
+        t.distributions.insert("x".into(), dist());
+        t
+    }
+
+    fn complete(number: u64, x: f64) -> Arc<FrozenTrial> {
+        let mut t = trial(number, TrialState::Complete, x);
+        t.values = Some(vec![(x - 0.3).powi(2)]);
+        Arc::new(t)
+    }
+
+    fn quick() -> GpSampler {
+        GpSampler::with_config(GpConfig {
+            n_preliminary_samples: 256,
+            n_startup_trials: 5,
+            ..GpConfig::seeded(4)
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn pruned_trials_count_no_better_than_the_median_and_failures_by_kind() {
+        let mut trials: Vec<Arc<FrozenTrial>> =
+            (0..9).map(|i| complete(i, i as f64 / 8.0)).collect();
+        let mut pruned = trial(9, TrialState::Pruned, 0.95);
+        pruned.intermediate_values.insert(3, -100.0);
+        trials.push(Arc::new(pruned));
+        let mut oom = trial(10, TrialState::Fail, 0.99);
+        oom.system_attrs = FailureKind::Oom
+            .attrs("out of memory")
+            .into_iter()
+            .collect();
+        trials.push(Arc::new(oom));
+        let mut error = trial(11, TrialState::Fail, 0.5);
+        error.system_attrs = FailureKind::Error.attrs("boom").into_iter().collect();
+        trials.push(Arc::new(error));
+        let view = StudyView::new("s", &[Direction::Minimize], &trials);
+        let axes = [Axis::new("x", &dist())];
+        let obs = quick().observe(&view, &axes, 99);
+        // Nine COMPLETE, the pruned one and the OOM one, in trial order.
+        assert_eq!(obs.numbers, (0..11).collect::<Vec<u64>>());
+        let mut ys: Vec<f64> = obs.y[..9].to_vec();
+        ys.sort_by(f64::total_cmp);
+        // Minimised values enter negated; the pruned trial's -(-100) = 100
+        // is capped at the median, the OOM trial enters at the worst value.
+        assert_eq!(obs.y[9], ys[4]);
+        assert_eq!(obs.y[10], ys[0]);
+        assert!(!obs.incumbent[9] && !obs.incumbent[10]);
+        // Feasibility: the OOM trial is the one violation; the error is ignored.
+        assert_eq!(obs.fx.len(), 11);
+        assert_eq!(obs.feasible.iter().filter(|f| !**f).count(), 1);
+        // Not considered: the pruned trial leaves the objective.
+        let off = GpSampler::with_config(GpConfig {
+            consider_pruned_trials: false,
+            ..GpConfig::seeded(1)
+        })
+        .unwrap();
+        assert_eq!(off.observe(&view, &axes, 99).y.len(), 10);
+    }
+
+    fn propose(sampler: &GpSampler, trials: &[Arc<FrozenTrial>], number: u64) -> f64 {
+        let view = StudyView::new("s", &[Direction::Minimize], trials);
+        let space = BTreeMap::from([("x".to_owned(), dist())]);
+        let me = FrozenTrial::new(number, number, TrialState::Running);
+        let sample = sampler.sample_relative(&view, &me, &space).unwrap();
+        assert_eq!(sample.system_attrs[0].0, PARAMS_ATTR);
+        sample.params["x"]
+    }
+
+    #[test]
+    fn a_trial_in_flight_pushes_the_next_proposal_away() {
+        let trials: Vec<Arc<FrozenTrial>> = [0.0, 0.9, 0.5, 0.1, 0.7, 0.25, 0.6, 0.35]
+            .iter()
+            .enumerate()
+            .map(|(i, x)| complete(i as u64, *x))
+            .collect();
+        let sampler = GpSampler::with_config(GpConfig {
+            deterministic_objective: true,
+            ..quick().config().clone()
+        })
+        .unwrap();
+        let first = propose(&sampler, &trials, 8);
+        assert!((first - 0.3).abs() < 0.1, "{first}");
+        // The same proposal again, with that trial running where it went.
+        let mut with_running = trials.clone();
+        let mut running = trial(8, TrialState::Running, first);
+        running.internal_params.clear();
+        running.distributions.clear();
+        running
+            .system_attrs
+            .insert(PARAMS_ATTR.into(), json!({ "x": first }));
+        with_running.push(Arc::new(running));
+        let second = propose(&sampler, &with_running, 9);
+        let alone = propose(&sampler, &trials, 9);
+        assert!((alone - first).abs() < 0.02, "{alone} {first}");
+        assert!((second - first).abs() > 0.02, "{second} {first}");
+    }
+
+    #[test]
+    fn a_fitted_kernel_is_recorded_and_reused_until_a_refit_is_due() {
+        let sampler = GpSampler::with_config(GpConfig {
+            refit_fraction: 0.5,
+            n_preliminary_samples: 64,
+            n_startup_trials: 3,
+            ..GpConfig::seeded(2)
+        })
+        .unwrap();
+        let mut trials: Vec<Arc<FrozenTrial>> = (0..6)
+            .map(|i| complete(i, (i as f64 * 0.37) % 1.0))
+            .collect();
+        let view = StudyView::new("s", &[Direction::Minimize], &trials);
+        let space = BTreeMap::from([("x".to_owned(), dist())]);
+        let me = FrozenTrial::new(6, 6, TrialState::Running);
+        let s = sampler.sample_relative(&view, &me, &space).unwrap();
+        let kernel = s
+            .system_attrs
+            .iter()
+            .find(|(k, _)| k == KERNEL_ATTR)
+            .unwrap()
+            .1
+            .clone();
+        assert_eq!(kernel["n"], 6);
+        // Trial 6 finishes with that record; at 7 observations a fit from 6
+        // is not due (interval ⌊0.5 · 7⌋ = 3): the record is reused as is.
+        let mut t6 = trial(6, TrialState::Complete, s.params["x"]);
+        t6.values = Some(vec![0.5]);
+        t6.system_attrs.insert(KERNEL_ATTR.into(), kernel.clone());
+        trials.push(Arc::new(t6));
+        let view = StudyView::new("s", &[Direction::Minimize], &trials);
+        let me = FrozenTrial::new(7, 7, TrialState::Running);
+        let s = sampler.sample_relative(&view, &me, &space).unwrap();
+        let again = s
+            .system_attrs
+            .iter()
+            .find(|(k, _)| k == KERNEL_ATTR)
+            .unwrap()
+            .1
+            .clone();
+        assert_eq!(again, kernel);
+    }
+
+    #[test]
+    fn multi_objective_studies_and_startup_trials_are_left_to_random_sampling() {
+        let trials: Vec<Arc<FrozenTrial>> = (0..3).map(|i| complete(i, 0.1 * i as f64)).collect();
+        let sampler = quick();
+        let space = BTreeMap::from([("x".to_owned(), dist())]);
+        let me = FrozenTrial::new(3, 3, TrialState::Running);
+        let view = StudyView::new("s", &[Direction::Minimize], &trials);
+        assert!(sampler
+            .sample_relative(&view, &me, &space)
+            .unwrap()
+            .params
+            .is_empty());
+        let two = [Direction::Minimize, Direction::Maximize];
+        let view = StudyView::new("s", &two, &trials);
+        assert!(sampler.infer_relative_search_space(&view, &me).is_empty());
+        let x = sampler
+            .sample_independent(&view, &me, "x", &dist(), &Support::Full)
+            .unwrap();
+        assert!((0.0..=1.0).contains(&x));
     }
 }

@@ -55,10 +55,7 @@ pub(super) fn maximize(
         Ok(sobol) => (0..n as u64)
             .map(|i| {
                 let q = sobol.point(i);
-                axes.iter()
-                    .zip(q)
-                    .map(|(a, q)| a.at_fraction(q))
-                    .collect()
+                axes.iter().zip(q).map(|(a, q)| a.at_fraction(q)).collect()
             })
             .collect(),
         // More dimensions than the Sobol table: uniform points.
@@ -66,7 +63,7 @@ pub(super) fn maximize(
             .map(|_| axes.iter().map(|a| a.at_fraction(rng.random())).collect())
             .collect(),
     };
-    let values: Vec<f64> = points.iter().map(|p| acq.value(p)).collect();
+    let values = acq.values(&points);
     let best = argmax(&values);
     let mut starts = vec![points[best].clone()];
     let room = effort.n_local.saturating_sub(1 + warm.len());
@@ -212,11 +209,15 @@ fn local_search(
 
 /// The best value of coordinate `j` over every grid value.
 fn exhaustive(acq: &Acquisition<'_>, axis: &Axis, x: &[f64], j: usize, count: usize) -> (f64, f64) {
-    let mut p = x.to_vec();
+    let points: Vec<Vec<f64>> = (0..count)
+        .map(|i| {
+            let mut p = x.to_vec();
+            p[j] = axis.grid(i);
+            p
+        })
+        .collect();
     let mut best = (x[j], f64::NEG_INFINITY);
-    for i in 0..count {
-        p[j] = axis.grid(i);
-        let v = acq.value(&p);
+    for (p, v) in points.iter().zip(acq.values(&points)) {
         if v > best.1 {
             best = (p[j], v);
         }

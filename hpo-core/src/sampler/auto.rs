@@ -1,0 +1,346 @@
+//! [`AutoSampler`]: a sampler that chooses, trial by trial, among GP, TPE
+//! and CMA-ES from the shape of the study, as OptunaHub's `AutoSampler`.
+
+use super::{
+    CmaEsConfig, CmaEsSampler, GpSampler, RelativeSample, Sampler, SamplerConfig, TpeSampler,
+};
+use crate::distribution::{Distribution, Support};
+use crate::error::{Error, Result};
+use crate::sampler::stream::os_seed;
+use crate::trial::{FrozenTrial, TrialState};
+use crate::view::StudyView;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// System attribute naming the sampler [`AutoSampler`] chose for a trial.
+pub const AUTO_CHOICE_ATTR: &str = "auto:sampler";
+
+/// What [`AutoSampler`] switches to once the GP's share of the study is over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum AutoLate {
+    /// TPE, which models the whole history (default).
+    #[default]
+    Tpe,
+    /// CMA-ES, as OptunaHub's AutoSampler; it starts its own distribution
+    /// at the switch (from the box's centre), not from the GP's trials.
+    CmaEs,
+}
+
+/// Settings of [`AutoSampler`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AutoConfig {
+    /// The seed of every inner sampler; `None` draws one from the operating system.
+    pub seed: Option<u64>,
+    /// COMPLETE trials up to which a numeric, unconditional study uses the GP.
+    pub gp_until: usize,
+    /// The sampler past `gp_until`.
+    pub late: AutoLate,
+}
+
+impl Default for AutoConfig {
+    fn default() -> Self {
+        AutoConfig {
+            seed: None,
+            gp_until: 250,
+            late: AutoLate::Tpe,
+        }
+    }
+}
+
+impl AutoConfig {
+    /// The defaults with a seed.
+    pub fn seeded(seed: u64) -> Self {
+        AutoConfig {
+            seed: Some(seed),
+            ..AutoConfig::default()
+        }
+    }
+}
+
+/// The sampler chosen for one trial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Choice {
+    Gp,
+    Tpe,
+    CmaEs,
+}
+
+impl Choice {
+    fn as_str(self) -> &'static str {
+        match self {
+            Choice::Gp => "gp",
+            Choice::Tpe => "tpe",
+            Choice::CmaEs => "cma_es",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Choice> {
+        Some(match s {
+            "gp" => Choice::Gp,
+            "tpe" => Choice::Tpe,
+            "cma_es" => Choice::CmaEs,
+            _ => return None,
+        })
+    }
+}
+
+/// Chooses the sampler for each trial from the study's shape, as OptunaHub's
+/// `AutoSampler` does:
+///
+/// * **GP** ([`GpSampler`]) while every parameter is numeric, every COMPLETE
+///   trial has the same parameters (no conditional ones) and fewer than
+///   [`AutoConfig::gp_until`] trials are COMPLETE: the expensive studies of
+///   tens to a few hundred trials where a GP needs the fewest trials;
+/// * **TPE** ([`TpeSampler`], hpo's defaults) as soon as the space has a
+///   categorical or a conditional parameter, and for several objectives;
+/// * past the threshold, [`AutoConfig::late`]: TPE by default, CMA-ES if
+///   asked.
+///
+/// The choice is a function of the history the trial starts with, and it is
+/// recorded on the trial ([`AUTO_CHOICE_ATTR`]), so a study resumed in
+/// another process continues with the same samplers.
+///
+/// ```
+/// use hpo_core::{AutoConfig, AutoSampler, Direction, Study, TrialError};
+/// use std::sync::Arc;
+///
+/// # fn main() -> hpo_core::Result<()> {
+/// let study = Study::builder()
+///     .direction(Direction::Minimize)
+///     .sampler(Arc::new(AutoSampler::with_config(AutoConfig::seeded(1))?))
+///     .build()?;
+/// study.optimize(20, |trial| -> Result<f64, TrialError> {
+///     let x = trial.suggest_float("x", -3.0, 3.0)?;
+///     Ok((x - 1.0).powi(2))
+/// })?;
+/// let chosen = &study.trials()?[19].system_attrs["auto:sampler"];
+/// assert_eq!(chosen, "gp");
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct AutoSampler {
+    config: AutoConfig,
+    seed: u64,
+    gp: GpSampler,
+    tpe: TpeSampler,
+    cmaes: CmaEsSampler,
+}
+
+impl Default for AutoSampler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AutoSampler {
+    /// A sampler with the default settings, seeded from the operating system.
+    pub fn new() -> Self {
+        Self::build(AutoConfig::default())
+    }
+
+    /// A sampler with `config`.
+    pub fn with_config(config: AutoConfig) -> Result<Self> {
+        if config.gp_until == 0 {
+            return Err(Error::InvalidConfig(
+                "auto sampler: `gp_until` must be at least 1 (use TpeSampler for no GP at all)"
+                    .into(),
+            ));
+        }
+        Ok(Self::build(config))
+    }
+
+    fn build(config: AutoConfig) -> Self {
+        let seed = config.seed.unwrap_or_else(os_seed);
+        AutoSampler {
+            gp: GpSampler::seeded(seed),
+            tpe: TpeSampler::seeded(seed),
+            cmaes: CmaEsSampler::with_config(CmaEsConfig {
+                seed: Some(seed),
+                ..CmaEsConfig::default()
+            })
+            .unwrap_or_else(|_| CmaEsSampler::new()),
+            config,
+            seed,
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &AutoConfig {
+        &self.config
+    }
+
+    /// The sampler for a trial starting with `study` as its history.
+    fn choose(&self, study: &StudyView<'_>) -> Choice {
+        if study.directions().len() != 1 {
+            return Choice::Tpe;
+        }
+        let mut complete = study.trials_in(&[TrialState::Complete]).peekable();
+        let Some(first) = complete.peek() else {
+            return Choice::Gp;
+        };
+        let space: BTreeMap<String, Distribution> = first.distributions.clone();
+        let mut n = 0usize;
+        for t in complete {
+            n += 1;
+            if t.distributions != space {
+                return Choice::Tpe;
+            }
+        }
+        if space
+            .values()
+            .any(|d| matches!(d, Distribution::Categorical(_)))
+        {
+            return Choice::Tpe;
+        }
+        // A conditional parameter may also show only in trials that did not
+        // complete.
+        let conditional = study
+            .trials_in(&[TrialState::Pruned, TrialState::Fail, TrialState::Running])
+            .any(|t| t.distributions.keys().any(|k| !space.contains_key(k)));
+        if conditional {
+            return Choice::Tpe;
+        }
+        if n < self.config.gp_until {
+            Choice::Gp
+        } else {
+            match self.config.late {
+                AutoLate::Tpe => Choice::Tpe,
+                AutoLate::CmaEs => Choice::CmaEs,
+            }
+        }
+    }
+
+    fn inner(&self, choice: Choice) -> &dyn Sampler {
+        match choice {
+            Choice::Gp => &self.gp,
+            Choice::Tpe => &self.tpe,
+            Choice::CmaEs => &self.cmaes,
+        }
+    }
+
+    /// The recorded choice for `trial`, or the one its history gives.
+    fn choice_for(&self, study: &StudyView<'_>, trial: &FrozenTrial) -> Choice {
+        trial
+            .system_attrs
+            .get(AUTO_CHOICE_ATTR)
+            .and_then(Value::as_str)
+            .and_then(Choice::parse)
+            .unwrap_or_else(|| self.choose(study))
+    }
+}
+
+impl Sampler for AutoSampler {
+    fn infer_relative_search_space(
+        &self,
+        study: &StudyView<'_>,
+        trial: &FrozenTrial,
+    ) -> BTreeMap<String, Distribution> {
+        self.inner(self.choose(study))
+            .infer_relative_search_space(study, trial)
+    }
+
+    fn sample_relative(
+        &self,
+        study: &StudyView<'_>,
+        trial: &FrozenTrial,
+        space: &BTreeMap<String, Distribution>,
+    ) -> Result<RelativeSample> {
+        let choice = self.choose(study);
+        let mut sample = self.inner(choice).sample_relative(study, trial, space)?;
+        sample
+            .system_attrs
+            .push((AUTO_CHOICE_ATTR.to_owned(), Value::from(choice.as_str())));
+        Ok(sample)
+    }
+
+    fn sample_independent(
+        &self,
+        study: &StudyView<'_>,
+        trial: &FrozenTrial,
+        name: &str,
+        dist: &Distribution,
+        support: &Support,
+    ) -> Result<f64> {
+        self.inner(self.choice_for(study, trial))
+            .sample_independent(study, trial, name, dist, support)
+    }
+
+    fn after_trial(&self, study: &StudyView<'_>, trial: &FrozenTrial) {
+        self.inner(self.choice_for(study, trial))
+            .after_trial(study, trial);
+    }
+
+    fn to_config(&self) -> Option<SamplerConfig> {
+        Some(SamplerConfig::Auto(AutoConfig {
+            seed: Some(self.seed),
+            ..self.config.clone()
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::direction::Direction;
+    use crate::distribution::{CategoricalDistribution, FloatDistribution};
+    use std::sync::Arc;
+
+    fn complete(number: u64, params: &[(&str, Distribution, f64)]) -> Arc<FrozenTrial> {
+        let mut t = FrozenTrial::new(number, number, TrialState::Complete);
+        for (name, d, x) in params {
+            t.internal_params.insert((*name).into(), *x);
+            t.distributions.insert((*name).into(), d.clone());
+        }
+        t.values = Some(vec![number as f64]);
+        Arc::new(t)
+    }
+
+    #[test]
+    fn chooses_by_the_shape_of_the_study() {
+        let x: Distribution = FloatDistribution::new(0.0, 1.0).unwrap().into();
+        let c: Distribution = CategoricalDistribution::new(["a", "b"]).unwrap().into();
+        let s = AutoSampler::with_config(AutoConfig {
+            gp_until: 5,
+            ..AutoConfig::seeded(1)
+        })
+        .unwrap();
+        let dirs = [Direction::Minimize];
+        let numeric: Vec<_> = (0..3)
+            .map(|i| complete(i, &[("x", x.clone(), 0.5)]))
+            .collect();
+        assert_eq!(s.choose(&StudyView::new("s", &dirs, &numeric)), Choice::Gp);
+        assert_eq!(s.choose(&StudyView::new("s", &dirs, &[])), Choice::Gp);
+        let many: Vec<_> = (0..5)
+            .map(|i| complete(i, &[("x", x.clone(), 0.5)]))
+            .collect();
+        assert_eq!(s.choose(&StudyView::new("s", &dirs, &many)), Choice::Tpe);
+        let cat: Vec<_> = (0..2)
+            .map(|i| complete(i, &[("x", x.clone(), 0.5), ("c", c.clone(), 0.0)]))
+            .collect();
+        assert_eq!(s.choose(&StudyView::new("s", &dirs, &cat)), Choice::Tpe);
+        let mut cond = numeric.clone();
+        cond.push(complete(3, &[("x", x.clone(), 0.5), ("y", x.clone(), 0.1)]));
+        assert_eq!(s.choose(&StudyView::new("s", &dirs, &cond)), Choice::Tpe);
+        let two = [Direction::Minimize, Direction::Minimize];
+        assert_eq!(s.choose(&StudyView::new("s", &two, &numeric)), Choice::Tpe);
+        let cma = AutoSampler::with_config(AutoConfig {
+            gp_until: 5,
+            late: AutoLate::CmaEs,
+            ..AutoConfig::seeded(1)
+        })
+        .unwrap();
+        assert_eq!(
+            cma.choose(&StudyView::new("s", &dirs, &many)),
+            Choice::CmaEs
+        );
+        assert!(AutoSampler::with_config(AutoConfig {
+            gp_until: 0,
+            ..AutoConfig::default()
+        })
+        .is_err());
+    }
+}
