@@ -302,8 +302,9 @@ pub fn make_sampler(name: &str, seed: u64) -> Result<Arc<dyn Sampler>> {
         "qmc" => Arc::new(QmcSampler::with_config(QmcConfig::seeded(seed))),
         "cmaes" => Arc::new(CmaEsSampler::with_config(CmaEsConfig::seeded(seed))?),
         "gp" => Arc::new(GpSampler::seeded(seed)),
+        "auto" => Arc::new(AutoSampler::with_config(AutoConfig::seeded(seed))?),
         other => bail!(
-            "unknown sampler `{other}` (give {} or gp)",
+            "unknown sampler `{other}` (give {}, gp or auto)",
             SAMPLERS.join(", ")
         ),
     })

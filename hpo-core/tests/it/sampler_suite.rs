@@ -1,6 +1,7 @@
 //! The sampler suite's code path (`benches/support/suite.rs`, run by
 //! `cargo bench -p hpo-core --bench sampler_suite`), end to end on a small
-//! budget so it cannot rot: the split rule, the mixed spaces, every sampler on
+//! budget so it cannot rot: the split rule, the mixed spaces, every sampler
+//! (the GP and AutoSampler included) on
 //! two BBOB functions and both mixed spaces with three seeds, the paired
 //! test, and the committed Optuna reference file.
 
@@ -125,7 +126,11 @@ fn suite_runs_end_to_end_deterministically() {
         instances: vec![1],
         dims: vec![5],
         mixed: Mixed::ALL.to_vec(),
-        samplers: suite::SAMPLERS.iter().map(|s| s.to_string()).collect(),
+        samplers: suite::SAMPLERS
+            .iter()
+            .chain(&["gp", "auto"])
+            .map(|s| s.to_string())
+            .collect(),
         seeds: 0..3,
         checkpoints: vec![10, 25],
         in_flight: 1,
@@ -135,8 +140,8 @@ fn suite_runs_end_to_end_deterministically() {
         lines.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     })
     .unwrap();
-    assert_eq!(lines.into_inner(), 4 * 5);
-    assert_eq!(records.len(), 4 * 5 * 3);
+    assert_eq!(lines.into_inner(), 4 * 7);
+    assert_eq!(records.len(), 4 * 7 * 3);
     for r in &records {
         assert_eq!(r.trajectory.len(), 25);
         assert_eq!(r.best, vec![r.trajectory[9], r.trajectory[24]]);
@@ -177,11 +182,11 @@ fn suite_runs_end_to_end_deterministically() {
         );
     }
     // Seeds matter: each sampler's three runs are not all the same.
-    for s in suite::SAMPLERS {
+    for s in suite::SAMPLERS.iter().chain(&["gp", "auto"]) {
         for p in ["bbob_f01_i1_d5", "mixed2_schedule"] {
             let runs: Vec<_> = records
                 .iter()
-                .filter(|r| r.sampler == s && r.problem == p)
+                .filter(|r| r.sampler == *s && r.problem == p)
                 .map(|r| r.trajectory.clone())
                 .collect();
             assert_eq!(runs.len(), 3);

@@ -14,7 +14,7 @@ use crate::error::Result;
 use crate::sampler::sample_uniform;
 use crate::sampler::stream::{os_seed, trial_rng};
 use crate::sampler::{RelativeSample, Sampler, SamplerConfig};
-use crate::trial::{FrozenTrial, TrialState};
+use crate::trial::{FailureKind, FrozenTrial, TrialState};
 use crate::view::StudyView;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -40,11 +40,12 @@ pub(super) const FEASIBILITY_ATTR: &str = "gp:feasibility";
 /// studies GPU users run, tens to a few hundred expensive trials over
 /// numeric parameters, where it needs fewer trials than TPE.
 ///
-/// * **Failures as constraints**: trials that ran out of memory or were
-///   infeasible, and COMPLETE trials with violated Optuna constraints, train
-///   a second GP on feasibility; the acquisition becomes
-///   `log EI + log P(feasible)`, so the sampler learns where configurations
-///   do not fit. Other failures are ignored.
+/// * **Failures as constraints**: failed trials (out of memory, infeasible,
+///   an error such as a diverged loss, a panic, a value that is not finite;
+///   not a worker that stopped sending heartbeats) and COMPLETE trials with
+///   violated Optuna constraints train a second GP on feasibility; the
+///   acquisition becomes `log EI + log P(feasible)`, so the sampler learns
+///   where configurations do not fit or do not work.
 /// * **Pruned trials** inform the model with their last reported value,
 ///   never better than the median COMPLETE trial
 ///   ([`GpConfig::consider_pruned_trials`]).
@@ -199,7 +200,11 @@ impl GpSampler {
                         }
                     }
                 }
-                TrialState::Fail if t.failure().is_some_and(|k| k.is_constraint_violation()) => {
+                // A configuration that failed (out of memory, infeasible, an
+                // error such as a diverged loss, a panic, a value that is not
+                // finite) does not work there; a worker that stopped sending
+                // heartbeats says nothing about its configuration.
+                TrialState::Fail if t.failure().is_some_and(|k| k != FailureKind::Stale) => {
                     obs.fx.push(x.clone());
                     obs.feasible.push(false);
                     violated_points.push((t.number, x));
@@ -537,7 +542,6 @@ impl Sampler for GpSampler {
 mod tests {
     use super::*;
     use crate::distribution::FloatDistribution;
-    use crate::trial::FailureKind;
     use std::sync::Arc;
 
     fn dist() -> Distribution {
@@ -580,13 +584,20 @@ mod tests {
             .collect();
         trials.push(Arc::new(oom));
         let mut error = trial(11, TrialState::Fail, 0.5);
-        error.system_attrs = FailureKind::Error.attrs("boom").into_iter().collect();
+        error.system_attrs = FailureKind::Error.attrs("diverged").into_iter().collect();
         trials.push(Arc::new(error));
+        let mut stale = trial(12, TrialState::Fail, 0.6);
+        stale.system_attrs = FailureKind::Stale
+            .attrs("no heartbeat")
+            .into_iter()
+            .collect();
+        trials.push(Arc::new(stale));
         let view = StudyView::new("s", &[Direction::Minimize], &trials);
         let axes = [Axis::new("x", &dist())];
         let obs = quick().observe(&view, &axes, 99);
-        // Nine COMPLETE, the pruned one and the OOM one, in trial order.
-        assert_eq!(obs.numbers, (0..11).collect::<Vec<u64>>());
+        // Nine COMPLETE, the pruned one, the OOM one and the error, in
+        // trial order.
+        assert_eq!(obs.numbers, (0..12).collect::<Vec<u64>>());
         let mut ys: Vec<f64> = obs.y[..9].to_vec();
         ys.sort_by(f64::total_cmp);
         // Minimised values enter negated; the pruned trial's -(-100) = 100
@@ -594,16 +605,17 @@ mod tests {
         assert_eq!(obs.y[9], ys[4]);
         assert_eq!(obs.y[10], ys[0]);
         assert!(!obs.incumbent[9] && !obs.incumbent[10]);
-        // Feasibility: the OOM trial is the one violation; the error is ignored.
-        assert_eq!(obs.fx.len(), 11);
-        assert_eq!(obs.feasible.iter().filter(|f| !**f).count(), 1);
+        // Feasibility: the OOM trial and the error are violations; a stale
+        // trial is ignored.
+        assert_eq!(obs.fx.len(), 12);
+        assert_eq!(obs.feasible.iter().filter(|f| !**f).count(), 2);
         // Not considered: the pruned trial leaves the objective.
         let off = GpSampler::with_config(GpConfig {
             consider_pruned_trials: false,
             ..GpConfig::seeded(1)
         })
         .unwrap();
-        assert_eq!(off.observe(&view, &axes, 99).y.len(), 10);
+        assert_eq!(off.observe(&view, &axes, 99).y.len(), 11);
     }
 
     fn propose(sampler: &GpSampler, trials: &[Arc<FrozenTrial>], number: u64) -> f64 {
