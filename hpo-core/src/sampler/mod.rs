@@ -162,6 +162,21 @@ pub(crate) fn default_sampler() -> Arc<dyn Sampler> {
     Arc::new(TpeSampler::new())
 }
 
+/// Optuna's intersection search space: the parameters every COMPLETE trial
+/// has, with the same distribution, less those with a single value.
+pub(crate) fn intersection_search_space(study: &StudyView<'_>) -> BTreeMap<String, Distribution> {
+    let mut complete = study.trials_in(&[crate::trial::TrialState::Complete]);
+    let Some(first) = complete.next() else {
+        return BTreeMap::new();
+    };
+    let mut space = first.distributions.clone();
+    for t in complete {
+        space.retain(|k, d| t.distributions.get(k) == Some(d));
+    }
+    space.retain(|_, d| !d.is_single());
+    space
+}
+
 /// Numeric bounds of `dist` under `support` (internal units; categoricals: index range).
 pub(crate) fn bounds(dist: &Distribution, support: &Support) -> (f64, f64) {
     if let Support::Range { low, high } = support {

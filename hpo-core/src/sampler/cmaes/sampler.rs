@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::sampler::sample_uniform;
 use crate::sampler::stream::{os_seed, trial_rng};
 use crate::sampler::transform::{bounds_with, transform, untransform};
-use crate::sampler::{RelativeSample, Sampler, SamplerConfig};
+use crate::sampler::{intersection_search_space, RelativeSample, Sampler, SamplerConfig};
 use crate::trial::{FrozenTrial, TrialState};
 use crate::view::StudyView;
 use rand::Rng;
@@ -300,15 +300,8 @@ impl Sampler for CmaEsSampler {
         study: &StudyView<'_>,
         _trial: &FrozenTrial,
     ) -> BTreeMap<String, Distribution> {
-        let mut complete = study.trials_in(&[TrialState::Complete]);
-        let Some(first) = complete.next() else {
-            return BTreeMap::new();
-        };
-        let mut space = first.distributions.clone();
-        for t in complete {
-            space.retain(|k, d| t.distributions.get(k) == Some(d));
-        }
-        space.retain(|_, d| !matches!(d, Distribution::Categorical(_)) && !d.is_single());
+        let mut space = intersection_search_space(study);
+        space.retain(|_, d| !matches!(d, Distribution::Categorical(_)));
         space
     }
 

@@ -36,6 +36,11 @@ pub struct GpConfig {
     /// Default 0.05 (every trial below 40 observations, every 5th at 100,
     /// every 50th at 1,000).
     pub refit_fraction: f64,
+    /// Fits the GP to the normal quantiles of the values' ranks instead of
+    /// the values (a Gaussian copula): the order is kept, heavy tails (a
+    /// loss that spans orders of magnitude) no longer dominate the fit.
+    /// Default `false`, as Optuna.
+    pub rank_transform: bool,
     /// Logs, once per parameter, that a parameter is sampled independently
     /// (conditional, or outside the space the GP models).
     pub warn_independent_sampling: bool,
@@ -51,6 +56,7 @@ impl Default for GpConfig {
             n_local_search: 10,
             consider_pruned_trials: true,
             refit_fraction: 0.05,
+            rank_transform: false,
             warn_independent_sampling: true,
         }
     }

@@ -13,7 +13,8 @@ use crate::distribution::{Distribution, Support};
 use crate::error::Result;
 use crate::sampler::sample_uniform;
 use crate::sampler::stream::{os_seed, trial_rng};
-use crate::sampler::{RelativeSample, Sampler, SamplerConfig};
+use crate::sampler::tpe::truncnorm::ndtri;
+use crate::sampler::{intersection_search_space, RelativeSample, Sampler, SamplerConfig};
 use crate::trial::{FailureKind, FrozenTrial, TrialState};
 use crate::view::StudyView;
 use serde_json::{json, Value};
@@ -358,6 +359,29 @@ fn standardize(values: &[f64]) -> (Vec<f64>, f64, f64) {
     (values.iter().map(|v| (v - mean) / sd).collect(), mean, sd)
 }
 
+/// Each value replaced by the standard normal quantile of its rank,
+/// `Φ⁻¹((r - ½) / n)` with average ranks for ties (a Gaussian copula): the
+/// order of the values is kept, their heavy tails are not.
+fn normal_scores(values: &[f64]) -> Vec<f64> {
+    let n = values.len();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|a, b| values[*a].total_cmp(&values[*b]));
+    let mut ranks = vec![0.0; n];
+    let mut i = 0;
+    while i < n {
+        let mut j = i;
+        while j + 1 < n && values[order[j + 1]] == values[order[i]] {
+            j += 1;
+        }
+        let r = (i + j) as f64 / 2.0 + 1.0;
+        for k in i..=j {
+            ranks[order[k]] = r;
+        }
+        i = j + 1;
+    }
+    ranks.iter().map(|r| ndtri((r - 0.5) / n as f64)).collect()
+}
+
 impl Sampler for GpSampler {
     fn infer_relative_search_space(
         &self,
@@ -367,16 +391,7 @@ impl Sampler for GpSampler {
         if study.directions().len() != 1 {
             return BTreeMap::new();
         }
-        let mut complete = study.trials_in(&[TrialState::Complete]);
-        let Some(first) = complete.next() else {
-            return BTreeMap::new();
-        };
-        let mut space = first.distributions.clone();
-        for t in complete {
-            space.retain(|k, d| t.distributions.get(k) == Some(d));
-        }
-        space.retain(|_, d| !d.is_single());
-        space
+        intersection_search_space(study)
     }
 
     fn sample_relative(
@@ -397,7 +412,11 @@ impl Sampler for GpSampler {
         let mut system_attrs = Vec::new();
 
         // The objective model.
-        let (y, _, _) = standardize(&obs.y);
+        let (y, _, _) = if self.config.rank_transform {
+            standardize(&normal_scores(&obs.y))
+        } else {
+            standardize(&obs.y)
+        };
         let data = Data {
             x: &obs.x,
             y: &y,
@@ -697,6 +716,14 @@ mod tests {
             .1
             .clone();
         assert_eq!(again, kernel);
+    }
+
+    #[test]
+    fn normal_scores_keep_the_order_and_share_ties() {
+        let s = normal_scores(&[1e7, 3.0, 5.0, 3.0, -1.0]);
+        assert!(s[4] < s[1] && s[1] == s[3] && s[3] < s[2] && s[2] < s[0]);
+        let t = normal_scores(&[4.0, 1e9, -2.0, 0.5]);
+        assert!(t.iter().sum::<f64>().abs() < 1e-9, "{t:?}");
     }
 
     #[test]

@@ -93,7 +93,8 @@ mod observations;
 mod parzen;
 mod sampler;
 mod scratch;
-mod truncnorm;
+// The normal distribution's functions, shared with the GP sampler.
+pub(in crate::sampler) mod truncnorm;
 
 pub use self::config::{TpeBandwidth, TpeConfig, TpeWeights};
 pub use self::sampler::TpeSampler;
