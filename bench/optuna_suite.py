@@ -8,8 +8,9 @@ names, distributions, values and failing regions). Optuna 5.0's default
 samples the mixed spaces' categorical and conditional parameters
 independently, as Optuna does), sequential ask/tell, failed and infeasible
 trials told as FAIL. Writes, for every run, the best feasible value after 50,
-100 and 200 trials (those within --trials; null before the first feasible
-trial) in the JSON format `cargo bench -p hpo-core --bench sampler_suite`
+100 and 200 trials (`--budgets`; those within --trials; null before the
+first feasible trial) in the JSON format
+`cargo bench -p hpo-core --bench sampler_suite`
 reads (`bench/reference/optuna/sampler_suite.json` by default).
 
 Setup (the venv of `.ci/python-venv.sh` has Optuna 5.0.0; COCO is needed for
@@ -32,13 +33,36 @@ function keeps what is finished if the run is stopped):
 
 More seeds of one sampler: `--samplers tpe --first-seed 10 --seeds 20`, merged
 the same way.
+
+Optuna's `GPSampler` (`--samplers gp`; defaults, seeded; it needs scipy and
+torch: use the venv of `bench/gp-venv.sh`, which also has COCO and cmaes) is
+slow (a GP fit per trial), so its reference has its own budgets and file,
+`bench/reference/optuna/sampler_suite_gp.json` (with TPE at the same
+checkpoints, for the comparison at 25 and 50 trials), one part per function
+(and the same with `--dims 10`, and `--functions= --mixed 1,2`):
+
+    PY=$(bench/gp-venv.sh)
+    for f in 2 4 6 8 10 12 14 16 18 20 22 24; do
+      $PY bench/optuna_suite.py --functions $f --instances 1 --dims 5 --mixed none \
+          --samplers gp,tpe --trials 100 --budgets 25,50,100 --out /tmp/gp_parts/part_f${f}_d5.json
+    done
+    $PY bench/optuna_suite.py --merge /tmp/gp_parts/part_*.json --label "..." \
+        --out bench/reference/optuna/sampler_suite_gp.json
+
+Torch runs on one thread in every worker (`OMP_NUM_THREADS=1`, set before
+anything loads torch).
 """
+
+import os
+
+# Before anything imports torch (GPSampler) or numpy's BLAS: one thread per
+# worker, as the --jobs count is the number of cores used.
+os.environ["OMP_NUM_THREADS"] = "1"
 
 import argparse
 import json
 import math
 import multiprocessing
-import os
 import platform
 import shlex
 import sys
@@ -51,7 +75,8 @@ SAMPLERS = ("tpe", "random", "cmaes")
 # Also available with --samplers: Optuna's QMCSampler with scrambling on, as
 # hpo's QmcSampler by default (Optuna's own default, scramble=False, gives the
 # same unscrambled Sobol points for every seed).
-EXTRA_SAMPLERS = ("qmc",)
+# Optuna's GPSampler (`gp`): defaults, seeded; needs scipy and torch.
+EXTRA_SAMPLERS = ("qmc", "gp")
 
 
 class Failed(Exception):
@@ -144,6 +169,14 @@ def make_sampler(name, seed):
         return optuna.samplers.CmaEsSampler(seed=seed)
     if name == "qmc":
         return optuna.samplers.QMCSampler(scramble=True, seed=seed)
+    if name == "gp":
+        # Categorical parameters are handled by GPSampler itself; the mixed
+        # spaces' conditional parameters (outside the intersection search
+        # space) are sampled independently (random), as Optuna does.
+        import torch
+
+        torch.set_num_threads(1)
+        return optuna.samplers.GPSampler(seed=seed)
     raise ValueError(name)
 
 
@@ -236,6 +269,12 @@ def main():
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--first-seed", type=int, default=0, help="seeds are first-seed .. first-seed+seeds-1")
     ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument(
+        "--budgets",
+        type=ints,
+        default=list(BUDGETS),
+        help="checkpoints (trials) at which the best value is recorded; those above --trials are dropped",
+    )
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--label", default="")
     ap.add_argument("--out", default="bench/reference/optuna/sampler_suite.json")
@@ -249,7 +288,7 @@ def main():
     if a.merge:
         merge(a.merge, a.label, a.out)
         return
-    budgets = [b for b in BUDGETS if b <= a.trials] or [a.trials]
+    budgets = sorted(b for b in a.budgets if b <= a.trials) or [a.trials]
     problems = [
         (f"bbob_f{f:02}_i{i}_d{d}", ("bbob", f, i, d))
         for f in a.functions
