@@ -23,11 +23,13 @@
 //! ## Where it differs from Optuna
 //!
 //! * **Failures as constraints.** Optuna's constrained GP reads constraint
-//!   values that users set; hpo also records trials that ran out of memory or
-//!   were infeasible, which have no value at all. Both kinds train one
-//!   feasibility model (label +1 feasible, -1 not, standardised) and the
-//!   acquisition adds `log P(feasible)`, as Optuna's `LogCEI` does per
-//!   constraint.
+//!   values that users set and ignores failed trials; hpo also learns from
+//!   trials that failed (out of memory, infeasible, a diverged loss, a panic;
+//!   not a worker that stopped sending heartbeats), which have no value at
+//!   all. All of them train one feasibility model (label +1 feasible, -1 not,
+//!   standardised), the acquisition adds `log P(feasible)` as Optuna's
+//!   `LogCEI` does per constraint, and a failed trial enters the objective's
+//!   model at the worst value seen.
 //! * **Pruned trials** count, with their last reported value capped at the
 //!   median COMPLETE trial's (Optuna ignores them; under Hyperband most
 //!   trials are pruned).
