@@ -24,42 +24,14 @@ Writes `bench/results/gp.json` and `bench/results/gp.md` (or --out STEM).
 """
 
 import argparse
-import itertools
 import json
 import math
 import statistics
 
+# The suite's exact signed-rank test, shared with the TPE bar's script.
+from strictly_better_bar import wilcoxon
+
 ALPHA = 0.05
-
-
-def wilcoxon_exact(diffs):
-    """Two-sided exact p of the signed-rank statistic (zeros dropped, average
-    ranks for ties), by enumerating every sign assignment."""
-    d = [x for x in diffs if x != 0 and not math.isnan(x)]
-    n = len(d)
-    if n == 0:
-        return 1.0
-    order = sorted(range(n), key=lambda i: abs(d[i]))
-    ranks = [0.0] * n
-    i = 0
-    while i < n:
-        j = i
-        while j + 1 < n and abs(d[order[j + 1]]) == abs(d[order[i]]):
-            j += 1
-        r = (i + j) / 2 + 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = r
-        i = j + 1
-    w_plus = sum(r for r, x in zip(ranks, d) if x > 0)
-    total = sum(ranks)
-    mean = total / 2
-    obs = abs(w_plus - mean)
-    count = 0
-    for signs in itertools.product((0, 1), repeat=n):
-        w = sum(r for r, s in zip(ranks, signs) if s)
-        if abs(w - mean) >= obs - 1e-9:
-            count += 1
-    return count / 2**n
 
 
 def value(v):
@@ -80,13 +52,11 @@ def verdict(ours, theirs):
             diffs.append(-1e300)
         else:
             diffs.append(a - b)
-    p = wilcoxon_exact(diffs)
+    p, w_plus, w_minus = wilcoxon([x for x in diffs if not math.isnan(x)])
     if p >= ALPHA:
         return "tie", p
-    med = statistics.median(diffs)
-    if med == 0:
-        med = sum(diffs)
-    return ("better" if med < 0 else "worse"), p
+    # Differences are ours minus theirs: ranks of negative ones are ours winning.
+    return ("better" if w_minus > w_plus else "worse"), p
 
 
 def load_hpo(path):
