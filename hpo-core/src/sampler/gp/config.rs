@@ -23,6 +23,12 @@ pub struct GpConfig {
     /// Local searches per proposal, the one from the best trial's point
     /// included (Optuna: 10).
     pub n_local_search: usize,
+    /// Gradient tolerance of the local searches' L-BFGS steps, in
+    /// lengthscale-scaled coordinates. Default 1e-4; Optuna uses
+    /// `sqrt(1e-4)` = 1e-2, which on the suite's tuning half ranked better
+    /// at 25 and 50 trials, worse at 100, and costs about a fifth less at 300
+    /// trials (not yet judged on the held-out half).
+    pub local_search_gtol: f64,
     /// Whether PRUNED trials inform the model: each enters with its last
     /// reported value, but never better than the median of the COMPLETE
     /// trials (it was stopped because it looked worse than its peers).
@@ -54,6 +60,7 @@ impl Default for GpConfig {
             deterministic_objective: false,
             n_preliminary_samples: 2048,
             n_local_search: 10,
+            local_search_gtol: 1e-4,
             consider_pruned_trials: true,
             refit_fraction: 0.05,
             rank_transform: false,
@@ -82,6 +89,12 @@ impl GpConfig {
             return Err(Error::InvalidConfig(
                 "GP sampler: `n_local_search` must be at least 1".into(),
             ));
+        }
+        if !(self.local_search_gtol > 0.0 && self.local_search_gtol.is_finite()) {
+            return Err(Error::InvalidConfig(format!(
+                "GP sampler: `local_search_gtol` must be positive, got {}",
+                self.local_search_gtol
+            )));
         }
         if !(0.0..=1.0).contains(&self.refit_fraction) {
             return Err(Error::InvalidConfig(format!(
@@ -140,6 +153,13 @@ mod tests {
                     ..GpConfig::default()
                 },
                 "n_preliminary_samples",
+            ),
+            (
+                GpConfig {
+                    local_search_gtol: 0.0,
+                    ..GpConfig::default()
+                },
+                "local_search_gtol",
             ),
         ] {
             let e = c.validate().unwrap_err().to_string();

@@ -499,7 +499,7 @@ impl Sampler for GpSampler {
             Effort {
                 n_preliminary: self.config.n_preliminary_samples,
                 n_local: self.config.n_local_search,
-                tol: 1e-4,
+                tol: self.config.local_search_gtol,
             },
         );
         let params: BTreeMap<String, f64> = axes
