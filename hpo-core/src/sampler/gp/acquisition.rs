@@ -114,13 +114,9 @@ impl Acquisition<'_> {
         v
     }
 
-    /// The acquisition at each of `points`.
+    /// The acquisition at each of `points` (eight at a time, see
+    /// [`Model::posterior_many`]).
     pub(super) fn values(&self, points: &[Vec<f64>]) -> Vec<f64> {
-        self.exact(points)
-    }
-
-    /// The acquisition at each of `points`, exactly.
-    fn exact(&self, points: &[Vec<f64>]) -> Vec<f64> {
         let mut v = vec![0.0; points.len()];
         if let Some(best) = self.best {
             for (o, (m, s2)) in v.iter_mut().zip(self.objective.posterior_many(points)) {

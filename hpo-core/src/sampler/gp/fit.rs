@@ -106,6 +106,9 @@ pub(super) fn loss(data: Data<'_>, raw: &[f64], grad: &mut [f64]) -> f64 {
     let kinv = chol.inverse();
     grad.fill(0.0);
     let mut diag_w = 0.0;
+    // The pair's per-parameter distances, computed once for the kernel and
+    // for its derivatives.
+    let mut diffs = vec![0.0; d];
     for a in 0..n {
         let waa = kinv[a * n + a] - alpha[a] * alpha[a];
         diag_w += waa;
@@ -114,15 +117,15 @@ pub(super) fn loss(data: Data<'_>, raw: &[f64], grad: &mut [f64]) -> f64 {
             // Both (a, b) and (b, a): ½ · 2 = 1.
             let (xa, xb) = (&data.x[a], &data.x[b]);
             let mut s = 0.0;
-            for j in 0..d {
-                s += p.inv_sq_lengthscales[j] * sq_diff(data.categorical[j], xa[j], xb[j]);
+            for (j, dj) in diffs.iter_mut().enumerate() {
+                *dj = sq_diff(data.categorical[j], xa[j], xb[j]);
+                s += p.inv_sq_lengthscales[j] * *dj;
             }
             let kab = p.scale * matern52(s);
             let dm = w * p.scale * matern52_ds(s);
-            for j in 0..d {
-                let dj = sq_diff(data.categorical[j], xa[j], xb[j]);
-                if dj != 0.0 {
-                    grad[j] += dm * p.inv_sq_lengthscales[j] * dj;
+            for ((g, dj), l) in grad.iter_mut().zip(&diffs).zip(&p.inv_sq_lengthscales) {
+                if *dj != 0.0 {
+                    *g += dm * l * dj;
                 }
             }
             grad[d] += w * kab;

@@ -259,8 +259,10 @@ impl GpSampler {
             .iter()
             .map(|a| (a.name.clone(), a.dist.clone()))
             .collect();
-        let mut cache = self.cache.lock().ok();
-        let prefix = cache.as_mut().and_then(|c| {
+        // The lock is held to take the factor out and to put the new one
+        // back, not while factoring: threads proposing at once factor in
+        // parallel (the last to finish leaves its factor).
+        let prefix = self.cache.lock().ok().and_then(|mut c| {
             let entry = c.remove(study.name())?;
             (entry.space == space
                 && entry.params == params
@@ -275,7 +277,7 @@ impl GpSampler {
             y.to_vec(),
             prefix,
         )?;
-        if let Some(c) = cache.as_mut() {
+        if let Ok(mut c) = self.cache.lock() {
             c.insert(
                 study.name().to_owned(),
                 Cached {
