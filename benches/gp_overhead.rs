@@ -28,29 +28,18 @@
 //!     [--space float|mixed] [--optuna PY] [--optuna-sizes 10,25,50,100,300]
 //!     [--optuna-max-seconds 1800] [--out DIR]
 //! ```
-#![allow(unsafe_code)] // clock_gettime, the only way to read a thread's CPU clock.
+
+#[path = "support/cpu_clock.rs"]
+mod cpu_clock;
 
 use anyhow::{bail, Context, Result};
+use cpu_clock::thread_cpu_s;
 use hpo::{Direction, GpSampler, Study, Trial, TrialError};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
-
-/// CPU time of the calling thread, in seconds.
-fn thread_cpu_s() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, exclusively borrowed timespec for the call.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return f64::NAN;
-    }
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-}
 
 /// Suggests every parameter of `space`; returns the objective's value.
 fn suggest(trial: &mut Trial, space: &str) -> Result<f64, TrialError> {

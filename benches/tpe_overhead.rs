@@ -27,9 +27,12 @@
 //! cargo bench --bench tpe_overhead [-- --sizes 100,500,1000,2000,5000 --repeats 30 --sampler-only]
 //! cargo bench --bench tpe_overhead -- --grown-only --sizes 2000,5000 --repeats 30
 //! ```
-#![allow(unsafe_code)] // clock_gettime, the only way to read a thread's CPU clock.
+
+#[path = "support/cpu_clock.rs"]
+mod cpu_clock;
 
 use anyhow::{bail, Context, Result};
+use cpu_clock::thread_cpu_s;
 use hpo::{
     CategoricalDistribution, Direction, Distribution, FloatDistribution, FrozenTrial,
     IntDistribution, Sampler, Study, StudyView, TpeConfig, TpeSampler, TrialState,
@@ -41,20 +44,6 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
-
-/// CPU time of the calling thread, in seconds.
-fn thread_cpu_s() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, exclusively borrowed timespec for the call.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return f64::NAN;
-    }
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-}
 
 const ACTS: [&str; 4] = ["relu", "tanh", "gelu", "silu"];
 

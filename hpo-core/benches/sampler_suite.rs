@@ -58,13 +58,12 @@ use support::suite::{self, Half, Mixed, Record, Spec, Verdict};
 const ALPHA: f64 = 0.05;
 
 /// Optuna's sampler names in the reference file, by ours.
-const OPTUNA: [(&str, &str); 6] = [
+const OPTUNA: [(&str, &str); 5] = [
     ("tpe", "tpe"),
     ("random", "random"),
     ("qmc", "qmc"),
     ("cmaes", "cmaes"),
     ("gp", "gp"),
-    ("auto", "auto"),
 ];
 
 fn list<T: std::str::FromStr>(s: &str, flag: &str) -> Result<Vec<T>>
