@@ -55,6 +55,7 @@
 //!
 //! | feature | what it adds |
 //! | --- | --- |
+//! | `cli` (default) | [`cli`]: an experiment's study flags and the one call that runs them; the `hpo` command |
 //! | `burn` | the burn training backend, as `hpo::burn` |
 //! | `cuda` | burn's CUDA backend (implies `burn`) |
 //! | `postgres` | `hpo::storage::PostgresStorage`: one study across many machines in a PostgreSQL database, in Optuna's schema (`postgresql://` URLs) |
@@ -63,6 +64,8 @@
 pub use hpo_core::*;
 pub use hpo_macros::{search_space, Choice};
 
+#[cfg(feature = "cli")]
+pub mod cli;
 #[cfg(feature = "progress")]
 pub mod progress;
 

@@ -4,11 +4,14 @@
 //!   compiled with trybuild against the `.stderr` files in `tests/ui/`;
 //! * `search_space`: behaviour of the generated code, on the same `Criteria`
 //!   space as `examples/search_space.rs` and the book;
-//! * `cli`: the `hpo` command on fixture studies (hpo- and Optuna-written).
+//! * `cli`: the `hpo` command on fixture studies (hpo- and Optuna-written);
+//! * `runner`: a study run from its flags through `hpo::cli::StudyRunner`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[cfg(feature = "cli")]
 mod cli;
+#[cfg(feature = "cli")]
+mod runner;
 mod search_space;
 mod ui;

@@ -87,6 +87,8 @@ mod correction;
 mod devices;
 mod failure;
 mod fold;
+mod host;
+mod memory;
 mod relaunch;
 #[cfg(feature = "simulator")]
 pub mod simulated;
@@ -101,6 +103,8 @@ pub use self::coordinator::{
 pub use self::correction::Correction;
 pub use self::devices::{DeviceBudget, DeviceSet};
 pub use self::failure::{classify_text, is_oom_text, FailureText};
+pub use self::host::{cgroup_memory_limit, host_budget};
+pub use self::memory::Memory;
 pub use self::relaunch::{shrink, shrink_ladder};
 pub use self::worker::{batch_of, is_worker, record_peak, worker_main, WORKER_ENV};
 

@@ -1,0 +1,499 @@
+//! One call that runs a study from its flags: the study opened or resumed,
+//! the warm start or `--enqueue`d configurations checked against the space,
+//! trials in this process or in worker processes admitted by memory, a line
+//! per trial, the progress bar, and the summary.
+
+use super::args::{Jobs, Params, StudyArgs};
+use super::summary::{state_label, Summary};
+use crate::executor::{self, Memory, MemoryEstimator, ProcessConfig};
+use crate::sampler::{SamplerConfig, TpeConfig};
+use crate::storage::{redact, storage_from_url};
+use crate::{
+    Direction, Error, FrozenTrial, IntoTrialResult, Optimize, Result, SearchSpace, Study,
+    StudyBuilder, Trial,
+};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A hook that adjusts one of the builders underneath.
+type Hook<'a, T> = Box<dyn FnOnce(T) -> T + 'a>;
+
+/// Checks an enqueued configuration against the search space.
+type SpaceCheck<'a> = Box<dyn Fn(&Params) -> Result<()> + 'a>;
+
+/// Runs a study from [`StudyArgs`]. The experiment gives its defaults, its
+/// direction and pruner, and (for worker processes) how to size a trial;
+/// [`StudyRunner::run`] does the rest:
+///
+/// ```no_run
+/// use hpo::cli::{StudyArgs, StudyRunner};
+/// use hpo::{Direction, SearchSpace};
+///
+/// #[hpo::search_space]
+/// #[derive(Debug, Clone)]
+/// struct Space {
+///     #[param(float(-10.0..=10.0))]
+///     x: f64,
+/// }
+///
+/// # fn main() -> hpo::Result<()> {
+/// let args = StudyArgs { trials: Some(20), ..StudyArgs::default() };
+/// let done = StudyRunner::new(&args)
+///     .default_storage("sqlite:///quadratic.db")
+///     .default_study("quadratic")
+///     .direction(Direction::Minimize)
+///     .space::<Space>()
+///     .run(|trial| {
+///         let s = Space::sample(trial)?;
+///         Ok::<f64, hpo::TrialError>((s.x - 2.0).powi(2))
+///     })?;
+/// println!("best: {:?}", done.study.best_params()?);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// Anything else stays reachable through the builders underneath:
+/// [`StudyRunner::study_with`], [`StudyRunner::optimize_with`] and
+/// [`StudyRunner::processes_with`] adjust the [`StudyBuilder`], the
+/// [`Optimize`] settings and the [`ProcessConfig`] just before they are used.
+pub struct StudyRunner<'a> {
+    args: &'a StudyArgs,
+    storage: String,
+    study: String,
+    trials: Option<usize>,
+    timeout: Option<Duration>,
+    directions: Vec<Direction>,
+    sampler: Option<SamplerConfig>,
+    workers: Option<(Arc<dyn MemoryEstimator>, Memory)>,
+    space_check: Option<SpaceCheck<'a>>,
+    warm_start: Vec<Params>,
+    metric: String,
+    quiet: bool,
+    study_hooks: Vec<Hook<'a, StudyBuilder>>,
+    optimize_hooks: Vec<Hook<'a, Optimize>>,
+    process_hooks: Vec<Hook<'a, ProcessConfig>>,
+}
+
+/// A finished run: the study and what its trials came to.
+pub struct Finished {
+    /// The study, with every trial of every run.
+    pub study: Study,
+    /// How the trials ran.
+    pub jobs: Jobs,
+    /// The study's summary (all its trials, earlier runs included).
+    pub summary: Summary,
+}
+
+impl<'a> StudyRunner<'a> {
+    /// A runner for the study `args` describe. Defaults: storage
+    /// `sqlite:///study.db`, study `study`, no trial limit, no timeout, one
+    /// direction (minimize), TPE seeded by `--seed`, trials in this process.
+    pub fn new(args: &'a StudyArgs) -> Self {
+        StudyRunner {
+            args,
+            storage: "sqlite:///study.db".to_owned(),
+            study: "study".to_owned(),
+            trials: None,
+            timeout: None,
+            directions: vec![Direction::Minimize],
+            sampler: None,
+            workers: None,
+            space_check: None,
+            warm_start: Vec::new(),
+            metric: "value".to_owned(),
+            quiet: false,
+            study_hooks: Vec::new(),
+            optimize_hooks: Vec::new(),
+            process_hooks: Vec::new(),
+        }
+    }
+
+    /// The storage URL when `--storage` is not given.
+    pub fn default_storage(mut self, url: impl Into<String>) -> Self {
+        self.storage = url.into();
+        self
+    }
+
+    /// The study name when `--study` is not given.
+    pub fn default_study(mut self, name: impl Into<String>) -> Self {
+        self.study = name.into();
+        self
+    }
+
+    /// Trials to run when `--trials` is not given (default: no limit, so
+    /// give this or a timeout).
+    pub fn default_trials(mut self, n: usize) -> Self {
+        self.trials = Some(n);
+        self
+    }
+
+    /// The time budget when `--timeout` is not given (default: none).
+    pub fn default_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// The sampler when `--sampler` is not given (default: TPE seeded by
+    /// `--seed`); its seed is `--seed` unless the settings carry one.
+    pub fn default_sampler(mut self, config: SamplerConfig) -> Self {
+        self.sampler = Some(config);
+        self
+    }
+
+    /// The study's direction (default: minimize).
+    pub fn direction(mut self, direction: Direction) -> Self {
+        self.directions = vec![direction];
+        self
+    }
+
+    /// The study's directions, for several objectives.
+    pub fn directions(mut self, directions: impl IntoIterator<Item = Direction>) -> Self {
+        self.directions = directions.into_iter().collect();
+        self
+    }
+
+    /// The study's pruner (default: the study builder's).
+    pub fn pruner(self, pruner: impl crate::Pruner + 'static) -> Self {
+        self.study_with(move |b| b.pruner(pruner))
+    }
+
+    /// Trials can run in worker processes, each configuration sized by
+    /// `estimator` and admitted by `memory` (capped by `--memory-budget`).
+    /// Without this, `--jobs` other than `in-process` is refused. Default
+    /// `--jobs`: `auto` on a device; on the CPU one worker per core, each
+    /// with one core's share of the threads and one trial sampled ahead
+    /// (a trial alone keeps about 1.8 of 2 cores busy on burn's CPU
+    /// backend, and two side by side finish more trials an hour: the book's
+    /// "A study, not a trial").
+    pub fn workers(mut self, estimator: Arc<dyn MemoryEstimator>, memory: Memory) -> Self {
+        self.workers = Some((estimator, memory));
+        self
+    }
+
+    /// Enqueued configurations (`--enqueue`, the warm start) are checked
+    /// against the space `S` before any is enqueued: a name that is not a
+    /// parameter, or a value outside the space, is refused with its name,
+    /// and the study is left as it was.
+    pub fn space<S: SearchSpace + 'a>(mut self) -> Self {
+        self.space_check = Some(Box::new(check_enqueued::<S>));
+        self
+    }
+
+    /// A configuration a new study starts with when no `--enqueue` is given
+    /// (Optuna's `enqueue_trial`); may be given several times.
+    pub fn warm_start(mut self, params: Params) -> Self {
+        self.warm_start.push(params);
+        self
+    }
+
+    /// What the trial lines call the objective value (default `value`).
+    pub fn metric(mut self, name: impl Into<String>) -> Self {
+        self.metric = name.into();
+        self
+    }
+
+    /// Prints nothing: no trial lines, no progress bar, no summary.
+    pub fn quiet(mut self, yes: bool) -> Self {
+        self.quiet = yes;
+        self
+    }
+
+    /// Adjusts the [`StudyBuilder`] before the study is opened.
+    pub fn study_with(mut self, hook: impl FnOnce(StudyBuilder) -> StudyBuilder + 'a) -> Self {
+        self.study_hooks.push(Box::new(hook));
+        self
+    }
+
+    /// Adjusts the [`Optimize`] settings before the study runs.
+    pub fn optimize_with(mut self, hook: impl FnOnce(Optimize) -> Optimize + 'a) -> Self {
+        self.optimize_hooks.push(Box::new(hook));
+        self
+    }
+
+    /// Adjusts the worker processes' [`ProcessConfig`] before they start.
+    pub fn processes_with(
+        mut self,
+        hook: impl FnOnce(ProcessConfig) -> ProcessConfig + 'a,
+    ) -> Self {
+        self.process_hooks.push(Box::new(hook));
+        self
+    }
+
+    /// The storage URL this run uses.
+    pub fn storage_url(&self) -> &str {
+        self.args.storage.as_deref().unwrap_or(&self.storage)
+    }
+
+    /// The study name this run uses.
+    pub fn study_name(&self) -> &str {
+        self.args.study.as_deref().unwrap_or(&self.study)
+    }
+
+    /// How trials run: `--jobs`, or its default. Flags that cannot work
+    /// together are refused, saying what to do.
+    pub fn jobs(&self) -> Result<Jobs> {
+        let jobs = match (self.args.jobs, &self.workers) {
+            (Some(jobs), _) => jobs,
+            (None, None) => Jobs::InProcess,
+            (None, Some((_, memory))) if memory.is_host() => Jobs::Workers(cpu_cores()),
+            (None, Some(_)) => Jobs::Auto,
+        };
+        let usage = |m: &str| Err(Error::InvalidConfig(m.to_owned()));
+        if jobs == Jobs::InProcess {
+            if self.args.trial_timeout.is_some() {
+                return usage(
+                    "--trial-timeout ends worker processes, but trials run in this process \
+                     here; add `--jobs auto` or `--jobs N`",
+                );
+            }
+            if self.args.memory_budget.is_some() {
+                return usage(
+                    "--memory-budget admits worker processes, but trials run in this process \
+                     here; add `--jobs auto` or `--jobs N`",
+                );
+            }
+        } else if self.workers.is_none() {
+            return usage(
+                "this experiment runs its trials in this process only (it gives no memory \
+                 estimate for worker processes); use `--jobs in-process`",
+            );
+        }
+        Ok(jobs)
+    }
+
+    /// The sampler's settings: `--sampler`, the experiment's default, or TPE;
+    /// seeded by `--seed` unless the settings carry a seed.
+    pub fn sampler_config(&self) -> Result<SamplerConfig> {
+        let seed = self.args.seed;
+        match (&self.args.sampler, &self.sampler) {
+            (Some(arg), _) => arg.config(seed).map_err(Error::InvalidConfig),
+            (None, Some(config)) => Ok(seed_unless_set(config.clone(), seed)),
+            (None, None) => Ok(SamplerConfig::Tpe(TpeConfig::seeded(seed))),
+        }
+    }
+
+    /// Runs the study. In a worker process the executor started, runs the
+    /// trial it was assigned and exits; anywhere else, runs the study and
+    /// returns it with its summary (printed unless [`StudyRunner::quiet`]).
+    pub fn run<F, R>(mut self, objective: F) -> Result<Finished>
+    where
+        F: Fn(&mut Trial) -> R + Sync,
+        R: IntoTrialResult,
+    {
+        executor::worker_main(&objective)?;
+        let jobs = self.jobs()?;
+        let trials = self.args.trials.or(self.trials);
+        let timeout = self.args.timeout.map(Duration::from_secs).or(self.timeout);
+        let study = self.open(jobs)?;
+        self.enqueue(&study)?;
+
+        let mut opts = Optimize::new();
+        if let Some(n) = trials {
+            opts = opts.trials(n);
+        }
+        if let Some(t) = timeout {
+            opts = opts.timeout(t);
+        }
+        if !self.quiet {
+            let metric = self.metric.clone();
+            opts = opts
+                .callback(move |_, t| println!("{}", trial_line(t, &metric)))
+                .callback(crate::progress::bar(trials.map(|n| n as u64), timeout));
+        }
+        if jobs != Jobs::InProcess {
+            opts = opts.processes(self.process_config(jobs)?);
+        }
+        for hook in self.optimize_hooks.drain(..) {
+            opts = hook(opts);
+        }
+        study.optimize_with(opts, &objective)?;
+
+        let on_device = self.workers.as_ref().is_some_and(|(_, m)| !m.is_host());
+        let summary = Summary::of(&study.trials()?, on_device);
+        if !self.quiet {
+            println!("\n{summary}");
+        }
+        Ok(Finished {
+            study,
+            jobs,
+            summary,
+        })
+    }
+
+    /// The study, created or resumed.
+    fn open(&mut self, jobs: Jobs) -> Result<Study> {
+        let url = self.storage_url().to_owned();
+        let sampler = self.sampler_config()?.init()?;
+        let mut builder = Study::builder()
+            .name(self.study_name())
+            .storage(storage_from_url(&url)?)
+            .directions(self.directions.clone())
+            .sampler(sampler)
+            .load_if_exists(true);
+        if jobs != Jobs::InProcess {
+            // Worker processes beat for their trials: one whose worker dies
+            // without a word is failed after the grace period, never left
+            // RUNNING.
+            builder = builder.heartbeat(Duration::from_secs(5), Duration::from_secs(60));
+        }
+        for hook in self.study_hooks.drain(..) {
+            builder = hook(builder);
+        }
+        let study = builder.build()?;
+        if !self.quiet {
+            let before = study.trials()?.len();
+            if before > 0 {
+                println!(
+                    "study `{}` in {}: {before} trials from earlier runs",
+                    study.name(),
+                    redact(&url)
+                );
+            }
+        }
+        Ok(study)
+    }
+
+    /// `--enqueue`'s configurations, else the warm start on a new study;
+    /// every one is checked before any is enqueued.
+    fn enqueue(&self, study: &Study) -> Result<()> {
+        let given = &self.args.enqueue;
+        let list = if !given.is_empty() {
+            given
+        } else if study.trials()?.is_empty() {
+            &self.warm_start
+        } else {
+            return Ok(());
+        };
+        if let Some(check) = &self.space_check {
+            for params in list {
+                check(params)?;
+            }
+        }
+        for params in list {
+            study.enqueue(params.clone())?;
+        }
+        Ok(())
+    }
+
+    /// Worker processes' settings.
+    fn process_config(&mut self, jobs: Jobs) -> Result<ProcessConfig> {
+        let Some((estimator, memory)) = &self.workers else {
+            return Err(Error::InvalidConfig(
+                "no memory estimate for worker processes".into(),
+            ));
+        };
+        let mut config = memory.apply(
+            ProcessConfig::new(self.storage_url(), Arc::clone(estimator)),
+            self.args.memory_budget,
+        )?;
+        if let Jobs::Workers(n) = jobs {
+            config = config.max_workers(n);
+            if memory.is_host() {
+                // Each worker gets its share of the cores, so that n
+                // workers do not start n x cores threads. Memory does not
+                // bind here, so a deep queue of trials sampled ahead would
+                // only make the sampler choose them before the results it
+                // could learn from: one waits, ready for the next worker.
+                config = config.threads_per_worker(cpu_share(n)).lookahead(1);
+            }
+        }
+        if let Some(seconds) = self.args.trial_timeout {
+            config = config.trial_timeout(Duration::from_secs(seconds));
+        }
+        for hook in self.process_hooks.drain(..) {
+            config = hook(config);
+        }
+        Ok(config)
+    }
+}
+
+/// `config` seeded with `seed` when it has no seed of its own.
+fn seed_unless_set(config: SamplerConfig, seed: u64) -> SamplerConfig {
+    let Ok(mut value) = serde_json::to_value(&config) else {
+        return config;
+    };
+    if let Some(fields) = value.as_object_mut() {
+        if fields.get("seed").is_some_and(|s| s.is_null()) {
+            fields.insert("seed".into(), seed.into());
+        }
+    }
+    serde_json::from_value(value).unwrap_or(config)
+}
+
+/// One line per finished trial: number, state, value, duration, the
+/// parameters to 4 significant digits, and the micro-batch x accumulation
+/// the executor ran it with when it chose one.
+pub fn trial_line(t: &FrozenTrial, metric: &str) -> String {
+    let secs = t.duration().map_or(0.0, |d| d.as_secs_f64());
+    let value = t.value().map_or("-".to_string(), |v| format!("{v:.4}"));
+    let attr = |key| t.system_attrs.get(key).and_then(|v| v.as_u64());
+    let batch = match (
+        attr(executor::MICRO_BATCH_ATTR),
+        attr(executor::ACCUMULATION_ATTR),
+    ) {
+        (Some(m), Some(a)) => format!("  [run at {m} x {a}]"),
+        _ => String::new(),
+    };
+    format!(
+        "trial {:>3} {:<10} {metric} {value:<7} {secs:>5.1}s  {}{batch}",
+        t.number,
+        state_label(t),
+        t.params()
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.to_short_string()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    )
+}
+
+/// Checks that `params` name parameters of the space `S` with values inside
+/// it, by sampling them as a trial would: an enqueued value outside the
+/// space would otherwise be replaced by a sampled one with only a warning.
+pub fn check_enqueued<S: SearchSpace>(params: &Params) -> Result<()> {
+    let study = Study::builder()
+        .sampler(crate::RandomSampler::seeded(0))
+        .build()?;
+    study.enqueue(params.clone())?;
+    let mut trial = study.ask()?;
+    let sampled = S::sample(&mut trial)
+        .map_err(|e| Error::InvalidConfig(format!("--enqueue: {e}")))?
+        .to_params();
+    for (name, value) in params {
+        match sampled.iter().find(|(n, _)| n == name) {
+            None => {
+                let names: Vec<&str> = sampled.iter().map(|(n, _)| n.as_str()).collect();
+                return Err(Error::InvalidConfig(format!(
+                    "--enqueue: `{name}` is not a parameter of this study or is inactive in \
+                     this configuration (parameters: {})",
+                    names.join(", ")
+                )));
+            }
+            Some((_, got)) if !same_value(got, value) => {
+                return Err(Error::InvalidConfig(format!(
+                    "--enqueue: `{name}` = {value} is outside the search space"
+                )))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Whether an enqueued value came back from sampling as itself (a choice of
+/// 8 and the integer 8 are one value; floats to rounding).
+fn same_value(got: &crate::ParamValue, want: &crate::ParamValue) -> bool {
+    match (got.as_f64(), want.as_f64()) {
+        (Some(a), Some(b)) => (a - b).abs() <= 1e-12 * a.abs().max(b.abs()),
+        _ => got.to_json_value() == want.to_json_value(),
+    }
+}
+
+/// The cores this process may use.
+pub fn cpu_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Threads for each of `workers` trials side by side on this machine's cores.
+pub fn cpu_share(workers: usize) -> usize {
+    (cpu_cores() / workers.max(1)).max(1)
+}

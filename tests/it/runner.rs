@@ -1,0 +1,236 @@
+//! `hpo::cli`: a study run from its flags through `StudyRunner::run`, in
+//! this process and in worker processes (this test binary re-invoked on the
+//! ignored test `runner::worker_entry`).
+
+use clap::Parser;
+use hpo::cli::{Jobs, StudyArgs, StudyRunner};
+use hpo::executor::{self, Batch, Memory, MemoryEstimator, Shape, GIB};
+use hpo::{Direction, ParamValue, SearchSpace, Study, Trial, TrialError, TrialState};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[hpo::search_space]
+#[derive(Debug, Clone, PartialEq)]
+struct Quadratic {
+    #[param(float(-4.0..=4.0))]
+    x: f64,
+    #[param(choice(1, 2, 4))]
+    batch: u32,
+}
+
+fn objective(trial: &mut Trial) -> Result<f64, TrialError> {
+    let q = Quadratic::sample(trial)?;
+    if let Some(run) = executor::batch_of(trial) {
+        // In a worker: the executor says which batch to run.
+        trial.set_user_attr("ran_at", run.micro)?;
+    }
+    Ok((q.x - 1.0).powi(2) + f64::from(q.batch) * 1e-3)
+}
+
+/// Sizes a configuration at 10 MiB per example of batch.
+struct Estimator;
+
+impl MemoryEstimator for Estimator {
+    fn propose(&self, trial: &mut Trial) -> Result<Shape, TrialError> {
+        let q = Quadratic::sample(trial)?;
+        Ok(Shape::new("quadratic", Batch::new(q.batch, 1)))
+    }
+
+    fn peak_bytes(&self, _params: &BTreeMap<String, ParamValue>, batch: Batch) -> u64 {
+        u64::from(batch.micro) * (10 << 20)
+    }
+}
+
+#[derive(Parser)]
+struct Cmd {
+    #[command(flatten)]
+    study: StudyArgs,
+}
+
+fn args(argv: &[&str]) -> StudyArgs {
+    Cmd::try_parse_from(["exp"].iter().chain(argv))
+        .unwrap()
+        .study
+}
+
+fn temp_db(tag: &str, pid: u32) -> (PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("hpo-runner-{tag}-{pid}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("study.db");
+    (db.clone(), format!("sqlite:{}", db.display()))
+}
+
+fn runner(args: &StudyArgs) -> StudyRunner<'_> {
+    StudyRunner::new(args)
+        .default_study("quadratic")
+        .default_trials(6)
+        .direction(Direction::Minimize)
+        .space::<Quadratic>()
+        .quiet(true)
+}
+
+#[test]
+fn a_study_runs_in_this_process_from_its_flags() {
+    let (db, url) = temp_db("in-process", std::process::id());
+    let _ = std::fs::remove_file(&db);
+    let a = args(&[
+        "--storage",
+        &url,
+        "--jobs",
+        "in-process",
+        "--sampler",
+        "random",
+    ]);
+    let warm = vec![
+        ("x".to_owned(), ParamValue::from(1.0)),
+        ("batch".to_owned(), ParamValue::from(2i64)),
+    ];
+    let done = runner(&a).warm_start(warm.clone()).run(objective).unwrap();
+    assert_eq!(done.jobs, Jobs::InProcess);
+    assert_eq!(done.summary.trials, 6);
+    assert_eq!(done.summary.states.get("complete"), Some(&6));
+    let trials = done.study.trials().unwrap();
+    // The warm start ran first, as given.
+    assert_eq!(trials[0].params().get("x"), Some(&ParamValue::from(1.0)));
+    // Running again continues the study, without a second warm start.
+    let more = args(&["--storage", &url, "--jobs", "in-process", "--trials", "2"]);
+    let done = runner(&more).warm_start(warm).run(objective).unwrap();
+    assert_eq!(done.summary.trials, 8);
+    let again = done.study.trials().unwrap();
+    assert_eq!(
+        again
+            .iter()
+            .filter(|t| t.params().get("x") == Some(&ParamValue::from(1.0)))
+            .count(),
+        1
+    );
+    let _ = std::fs::remove_dir_all(db.parent().unwrap());
+}
+
+#[test]
+fn bad_flags_and_configurations_are_refused_leaving_the_study_as_it_was() {
+    let (db, url) = temp_db("refused", std::process::id());
+    let _ = std::fs::remove_file(&db);
+    let err = |argv: &[&str]| {
+        let a = args(argv);
+        runner(&a)
+            .run(objective)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    // No memory estimate: worker processes are refused.
+    let e = err(&["--storage", &url, "--jobs", "2"]);
+    assert!(e.contains("use `--jobs in-process`"), "{e}");
+    let e = err(&["--storage", &url, "--memory-budget", "1GiB"]);
+    assert!(e.contains("--memory-budget admits worker processes"), "{e}");
+    let e = err(&["--storage", &url, "--trial-timeout", "9"]);
+    assert!(e.contains("--trial-timeout ends worker processes"), "{e}");
+    // One bad configuration among good ones: nothing is enqueued.
+    let e = err(&[
+        "--storage",
+        &url,
+        "--enqueue",
+        r#"{"x": 0.5}"#,
+        "--enqueue",
+        r#"{"x": 9.0}"#,
+    ]);
+    assert!(e.contains("`x` = 9 is outside the search space"), "{e}");
+    let e = err(&["--storage", &url, "--enqueue", r#"{"y": 1}"#]);
+    assert!(e.contains("`y` is not a parameter"), "{e}");
+    let e = err(&["--storage", &url, "--enqueue", r#"{"batch": 3}"#]);
+    assert!(e.contains("`batch` = 3"), "{e}");
+    let study = Study::builder()
+        .name("quadratic")
+        .storage_url(&url)
+        .load()
+        .unwrap();
+    assert!(study.trials().unwrap().is_empty());
+    let _ = std::fs::remove_dir_all(db.parent().unwrap());
+}
+
+/// The flags of the worker-process study, the same in the test and in its
+/// workers (which find the database by their coordinator's pid).
+fn worker_flags(coordinator: u32) -> (PathBuf, Vec<String>) {
+    let (db, url) = temp_db("workers", coordinator);
+    let flags = [
+        "--storage",
+        &url,
+        "--jobs",
+        "2",
+        "--memory-budget",
+        "1GiB",
+        "--trials",
+        "4",
+        "--trial-timeout",
+        "60",
+        "--enqueue",
+        r#"{"x": 1.0, "batch": 4}"#,
+    ]
+    .map(String::from)
+    .to_vec();
+    (db, flags)
+}
+
+fn run_workers(coordinator: u32) -> hpo::Result<hpo::cli::Finished> {
+    let (_, flags) = worker_flags(coordinator);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let a = args(&flags);
+    runner(&a)
+        .workers(Arc::new(Estimator), Memory::Host)
+        .processes_with(|c| {
+            c.worker_args([
+                "runner::worker_entry",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+        })
+        .run(objective)
+}
+
+#[test]
+#[ignore = "run by trials_run_in_worker_processes_from_the_flags as a worker process"]
+fn worker_entry() {
+    assert!(executor::is_worker(), "only a worker process runs this");
+    run_workers(std::os::unix::process::parent_id()).unwrap();
+    panic!("a worker exits once its trial is stored");
+}
+
+#[test]
+fn trials_run_in_worker_processes_from_the_flags() {
+    let (db, _) = worker_flags(std::process::id());
+    let _ = std::fs::remove_file(&db);
+    let done = run_workers(std::process::id()).unwrap();
+    assert_eq!(done.jobs, Jobs::Workers(2));
+    assert_eq!(
+        done.summary.states.get("complete"),
+        Some(&4),
+        "{:?}",
+        done.summary
+    );
+    for t in done.study.trials().unwrap().iter() {
+        assert_eq!(t.state, TrialState::Complete);
+        // Launched by the executor in a worker that measured its memory.
+        for key in [executor::DEVICE_ATTR, executor::PEAK_BYTES_ATTR] {
+            assert!(
+                t.system_attrs.contains_key(key),
+                "trial {} lacks {key}",
+                t.number
+            );
+        }
+        assert!(t.user_attrs.contains_key("ran_at"), "{t:?}");
+    }
+    let peak = done.summary.peak.clone().unwrap();
+    assert_eq!(peak.what, "worker resident memory");
+    assert!(peak.bytes > 0 && peak.bytes < 4 * GIB, "{peak:?}");
+    // The enqueued configuration ran first.
+    let first = &done.study.trials().unwrap()[0];
+    assert_eq!(
+        first.params().get("batch").and_then(ParamValue::as_f64),
+        Some(4.0)
+    );
+    let _ = std::fs::remove_dir_all(db.parent().unwrap());
+}
