@@ -104,8 +104,9 @@ impl ArtifactStore {
     ///
     /// A crash between writing an artifact and registering it leaves such
     /// a file. The grace spares a worker that is between the two, or still
-    /// copying: make it longer than any upload takes. Files whose names
-    /// are not artifact ids are left alone. The store must serve this one
+    /// copying: make it longer than any upload takes. Only files named as
+    /// hpo and Optuna name artifacts (a UUID) are candidates: anything else
+    /// in the folder is left alone. The store must serve this one
     /// storage: files registered in another storage would look unreferenced.
     pub fn sweep_orphans(&self, storage: &dyn Storage, grace: Duration) -> Result<CleanReport> {
         let referenced = referenced_ids(storage)?;
@@ -124,7 +125,7 @@ impl ArtifactStore {
             })?;
             let name = entry.file_name().to_string_lossy().into_owned();
             let orphan = name.starts_with(TEMP_PREFIX)
-                || (id::check(&name).is_ok() && !referenced.contains(&name));
+                || (id::is_uuid(&name) && !referenced.contains(&name));
             if !orphan {
                 continue;
             }

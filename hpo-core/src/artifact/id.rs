@@ -68,6 +68,17 @@ pub(crate) fn new(after: Option<&str>) -> String {
     )
 }
 
+/// Whether `name` has the shape of the ids hpo and Optuna make (a UUID in
+/// lowercase hex, `8-4-4-4-12`): the only files a sweep may take for
+/// orphans, so that files someone else put in the folder are left alone.
+pub(crate) fn is_uuid(name: &str) -> bool {
+    let groups: Vec<&str> = name.split('-').collect();
+    groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
+        && groups
+            .iter()
+            .all(|g| g.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+}
+
 /// The milliseconds of a version-7 id made by [`new`]; `None` for other ids
 /// (Optuna's are version 4, random).
 fn millis(id: &str) -> Option<u64> {
@@ -144,5 +155,13 @@ mod tests {
         assert!(new(Some(future)).as_str() > future);
         // Optuna's random (version 4) ids do not steer the clock.
         assert!(millis("0b5e5a4e-3c4f-4b9e-9a51-2f1a9f0c8d7e").is_none());
+        assert!(is_uuid(&last) && is_uuid("0b5e5a4e-3c4f-4b9e-9a51-2f1a9f0c8d7e"));
+        for not in [
+            "README",
+            "0B5E5A4E-3C4F-4B9E-9A51-2F1A9F0C8D7E",
+            "0b5e5a4e3c4f4b9e9a512f1a9f0c8d7e",
+        ] {
+            assert!(!is_uuid(not), "{not}");
+        }
     }
 }
