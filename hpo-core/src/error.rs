@@ -202,6 +202,74 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// An artifact store's location cannot be used: an unsupported scheme, or
+    /// a storage (in memory, PostgreSQL) with no folder beside it.
+    #[error("no artifact store at `{location}`: {reason}")]
+    ArtifactLocation {
+        /// The location as given (a URL without its password).
+        location: String,
+        /// Why, and what to give instead.
+        reason: String,
+    },
+
+    /// Reading or writing a file of an artifact store (or a file uploaded to
+    /// it, or downloaded from it) failed.
+    #[error("artifact store: {message} ({})", path.display())]
+    ArtifactIo {
+        /// The file or folder concerned.
+        path: PathBuf,
+        /// What was being done.
+        message: String,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// An artifact id read from a trial's attributes is not a plain file
+    /// name, so it cannot name a file inside the store; nothing was read.
+    #[error(
+        "artifact id `{id}` is refused: {reason}; an id is a plain file name of letters, \
+         digits, `-`, `_` and `.` (the attribute may have been written by hand or corrupted)"
+    )]
+    InvalidArtifactId {
+        /// The id, escaped for printing.
+        id: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A trial has no artifact of this name.
+    #[error(
+        "trial {trial} has no artifact named `{name}`{}",
+        if available.is_empty() { "; it has none".to_owned() } else { format!("; it has {}", available.join(", ")) }
+    )]
+    ArtifactNotFound {
+        /// The trial number.
+        trial: u64,
+        /// The name asked for.
+        name: String,
+        /// The names it has.
+        available: Vec<String>,
+    },
+
+    /// A trial's artifact is registered but its file is not in the store.
+    #[error(
+        "artifact `{name}` (id {id}) of trial {trial} is registered but its file is not in the \
+         store {}: it was removed by a cleanup policy (`ArtifactStore::clean`) or by hand, or \
+         the store is not the one the trial uploaded to",
+        store.display()
+    )]
+    ArtifactRemoved {
+        /// The trial number.
+        trial: u64,
+        /// The artifact's name.
+        name: String,
+        /// The artifact's id (its file name in the store).
+        id: String,
+        /// The store's folder.
+        store: PathBuf,
+    },
+
     /// A lock guarding shared state was poisoned by a panic in another thread.
     #[error("internal state poisoned by a panic in another thread: {0}")]
     Poisoned(String),

@@ -28,6 +28,11 @@
 //!   error from measured peaks, and relaunches an out-of-memory trial with a
 //!   smaller micro-batch; a simulated device drives the same code in tests and
 //!   benchmarks.
+//! * **Files outlive their trials.** An [`ArtifactStore`] keeps what a trial
+//!   produces (weights, predictions) in a folder beside the study, registered
+//!   on the trial in Optuna's format, so the best trial's files are fetched
+//!   after the study from any process; cleanup keeps what the user's
+//!   [`KeepArtifacts`] policy says.
 //! * **Narrowed supports.** A constraint may restrict a parameter's range or
 //!   choices at sampling time ([`Support`]); the declared distribution is what
 //!   is stored, so the sampler keeps learning across conditions.
@@ -54,6 +59,7 @@
 //! # }
 //! ```
 
+pub mod artifact;
 pub mod direction;
 pub mod distribution;
 mod error;
@@ -66,6 +72,7 @@ pub mod study;
 pub mod trial;
 pub mod view;
 
+pub use crate::artifact::{ArtifactMeta, ArtifactStore, CleanReport, KeepArtifacts};
 pub use crate::direction::Direction;
 pub use crate::distribution::{
     CategoricalDistribution, Choice, Distribution, FloatDistribution, IntDistribution, ParamValue,

@@ -11,6 +11,7 @@
 #[path = "../../benches/support/mod.rs"]
 mod support;
 
+mod artifacts;
 mod bbob;
 mod cmaes;
 mod crash_points;
