@@ -4,11 +4,14 @@
 //!   compiled with trybuild against the `.stderr` files in `tests/ui/`;
 //! * `search_space`: behaviour of the generated code, on the same `Criteria`
 //!   space as `examples/search_space.rs` and the book;
+//! * `objective`: the obvious objective closures compile as written
+//!   (`|trial| { ...; Ok(loss) }`, no type annotations);
 //! * `cli`: the `hpo` command on fixture studies (hpo- and Optuna-written).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[cfg(feature = "cli")]
 mod cli;
+mod objective;
 mod search_space;
 mod ui;
