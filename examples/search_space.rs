@@ -6,7 +6,7 @@
 //! shows, the one this example runs and the one the tests check are one
 //! definition; that is why its items are `pub(crate)`.
 
-use hpo::{Direction, RandomSampler, SearchSpace, Study, TrialError};
+use hpo::{Direction, RandomSampler, SearchSpace, Study};
 
 // ANCHOR: backbone
 #[derive(Debug, Clone, Copy, PartialEq, hpo::Choice)]
@@ -89,7 +89,7 @@ fn main() -> anyhow::Result<()> {
         epochs: 100,
     };
     study.enqueue(known_good.to_params())?;
-    study.optimize(60, |trial| -> Result<f64, TrialError> {
+    study.optimize(60, |trial| {
         let config = Criteria::sample(trial)?;
         Ok(train(&config))
     })?;

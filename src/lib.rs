@@ -8,11 +8,11 @@
 //! search space.
 //!
 //! ```
-//! use hpo::{Direction, Study, TrialError};
+//! use hpo::{Direction, Study};
 //!
 //! # fn main() -> hpo::Result<()> {
 //! let study = Study::builder().direction(Direction::Minimize).build()?;
-//! study.optimize(20, |trial| -> Result<f64, TrialError> {
+//! study.optimize(20, |trial| {
 //!     let x = trial.suggest_float("x", -10.0, 10.0)?;
 //!     Ok((x - 2.0).powi(2))
 //! })?;
@@ -24,7 +24,7 @@
 //! ## Typed search spaces
 //!
 //! ```
-//! use hpo::{Direction, SearchSpace, Study, TrialError};
+//! use hpo::{Direction, SearchSpace, Study};
 //!
 //! #[hpo::search_space]
 //! #[constraint(if layers > 2 { width <= 256 })]
@@ -40,7 +40,7 @@
 //!
 //! # fn main() -> hpo::Result<()> {
 //! let study = Study::builder().direction(Direction::Minimize).build()?;
-//! study.optimize(20, |trial| -> Result<f64, TrialError> {
+//! study.optimize(20, |trial| {
 //!     let net = Net::sample(trial)?;
 //!     assert!(net.layers <= 2 || net.width <= 256);
 //!     Ok(net.lr * net.width as f64)

@@ -6,7 +6,7 @@
 //! When stdout is not a terminal (CI logs, pipes) it draws nothing.
 //!
 //! ```
-//! use hpo::{Direction, Optimize, Study, TrialError};
+//! use hpo::{Direction, Optimize, Study};
 //! use std::time::Duration;
 //!
 //! # fn main() -> hpo::Result<()> {
@@ -15,7 +15,7 @@
 //!     .trials(20)
 //!     .timeout(Duration::from_secs(60))
 //!     .callback(hpo::progress::bar(Some(20), Some(Duration::from_secs(60))));
-//! study.optimize_with(opts, |trial| -> Result<f64, TrialError> {
+//! study.optimize_with(opts, |trial| {
 //!     let x = trial.suggest_float("x", -10.0, 10.0)?;
 //!     Ok((x - 2.0).powi(2))
 //! })?;

@@ -40,7 +40,7 @@
 //! ## Example
 //!
 //! ```
-//! use hpo_core::{Direction, RandomSampler, Study, TrialError};
+//! use hpo_core::{Direction, RandomSampler, Study};
 //!
 //! # fn main() -> hpo_core::Result<()> {
 //! let study = Study::builder()
@@ -48,7 +48,7 @@
 //!     .direction(Direction::Minimize)
 //!     .sampler(RandomSampler::seeded(42))
 //!     .build()?;
-//! study.optimize(50, |trial| -> Result<f64, TrialError> {
+//! study.optimize(50, |trial| {
 //!     let x = trial.suggest_float("x", -10.0, 10.0)?;
 //!     let layers = trial.suggest_int("layers", 1, 4)?;
 //!     Ok((x - 2.0).powi(2) + layers as f64)

@@ -4,6 +4,8 @@
 //!   compiled with trybuild against the `.stderr` files in `tests/ui/`;
 //! * `search_space`: behaviour of the generated code, on the same `Criteria`
 //!   space as `examples/search_space.rs` and the book;
+//! * `objective`: the obvious objective closures compile as written
+//!   (`|trial| { ...; Ok(loss) }`, no type annotations);
 //! * `cli`: the `hpo` command on fixture studies (hpo- and Optuna-written);
 //! * `runner`: a study run from its flags through `hpo::cli::StudyRunner`.
 
@@ -11,6 +13,7 @@
 
 #[cfg(feature = "cli")]
 mod cli;
+mod objective;
 #[cfg(feature = "cli")]
 mod runner;
 mod search_space;

@@ -104,7 +104,7 @@ impl Choice {
 /// another process continues with the same samplers.
 ///
 /// ```
-/// use hpo_core::{AutoConfig, AutoSampler, Direction, Study, TrialError};
+/// use hpo_core::{AutoConfig, AutoSampler, Direction, Study};
 /// use std::sync::Arc;
 ///
 /// # fn main() -> hpo_core::Result<()> {
@@ -112,7 +112,7 @@ impl Choice {
 ///     .direction(Direction::Minimize)
 ///     .sampler(Arc::new(AutoSampler::with_config(AutoConfig::seeded(1))?))
 ///     .build()?;
-/// study.optimize(20, |trial| -> Result<f64, TrialError> {
+/// study.optimize(20, |trial| {
 ///     let x = trial.suggest_float("x", -3.0, 3.0)?;
 ///     Ok((x - 1.0).powi(2))
 /// })?;

@@ -302,6 +302,18 @@ impl Study {
 
     /// Runs `n_trials` trials of `objective` in this thread.
     ///
+    /// ```
+    /// # use hpo_core::Study;
+    /// # fn main() -> hpo_core::Result<()> {
+    /// let study = Study::builder().build()?;
+    /// study.optimize(10, |trial| {
+    ///     let x = trial.suggest_float("x", -1.0, 1.0)?;
+    ///     Ok(x * x)
+    /// })?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// A trial whose objective errs, panics or returns a non-finite value is
     /// stored FAIL and the study goes on; only storage errors stop it.
     pub fn optimize<F, R>(&self, n_trials: usize, objective: F) -> Result<()>

@@ -125,6 +125,10 @@ impl Optimize {
 
 impl Study {
     /// Runs `objective` under `opts` (trial budget, timeout, threads, callbacks).
+    ///
+    /// `objective` returns what [`IntoTrialResult`] accepts: `Ok(loss)` from a
+    /// closure needs no annotation (its error type is [`TrialError`]), and
+    /// `?` inside converts any `std::error::Error`.
     pub fn optimize_with<F, R>(&self, opts: Optimize, objective: F) -> Result<()>
     where
         F: Fn(&mut Trial) -> R + Sync,

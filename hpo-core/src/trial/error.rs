@@ -110,7 +110,46 @@ impl fmt::Display for TrialOutcome {
 
 impl std::error::Error for TrialOutcome {}
 
-/// What an objective may return: one value, several values, or an error.
+/// What an objective may return: one value, several values, or a [`TrialError`].
+///
+/// Implemented for `f64` and for `Result<V, TrialError>` where `V` is `f64`,
+/// `Vec<f64>` or `[f64; N]`. The error type is fixed on purpose: an objective
+/// closure that ends in `Ok(loss)` then needs no annotation, because
+/// `Result<f64, _>` matches exactly one implementation and the compiler takes
+/// `TrialError` from it; `?` inside converts any `std::error::Error` (hpo's
+/// own errors included) through `From`.
+///
+/// ```
+/// # use hpo_core::{Study, Trial, TrialError};
+/// # fn main() -> hpo_core::Result<()> {
+/// let study = Study::builder().build()?;
+/// study.optimize(3, |trial| {
+///     let x = trial.suggest_float("x", -1.0, 1.0)?;
+///     Ok(x * x)
+/// })?;
+/// // A named function spells the same type out.
+/// fn objective(trial: &mut Trial) -> Result<f64, TrialError> {
+///     let x = trial.suggest_float("x", -1.0, 1.0)?;
+///     Ok(x * x)
+/// }
+/// study.optimize(3, objective)?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// A function that returns another error type (`anyhow::Result<f64>`, a
+/// crate's own `Result`) is passed as `|t| Ok(objective(t)?)`, or declared to
+/// return `Result<f64, TrialError>`. Implementing this trait for
+/// `Result<f64, E>` with any other `E` would make the error type of every
+/// `Ok(loss)` objective ambiguous again, so there is one implementation per
+/// value type. (`anyhow::Error` cannot convert with `?` at all: it is not a
+/// `std::error::Error`, and `From<anyhow::Error>` would overlap the blanket
+/// conversion; use `.map_err(TrialError::failed)`.)
+#[diagnostic::on_unimplemented(
+    message = "an objective returns `f64` or `Result<V, TrialError>` (V: f64, Vec<f64>, [f64; N]), not `{Self}`",
+    label = "this objective's result",
+    note = "declare the function `-> Result<f64, TrialError>`, or pass `|t| Ok(f(t)?)`: `?` converts any `std::error::Error` into `TrialError`"
+)]
 pub trait IntoTrialResult {
     /// Converts into objective values or a [`TrialError`].
     fn into_trial_result(self) -> Result<Vec<f64>, TrialError>;
@@ -122,20 +161,20 @@ impl IntoTrialResult for f64 {
     }
 }
 
-impl<E: Into<TrialError>> IntoTrialResult for Result<f64, E> {
+impl IntoTrialResult for Result<f64, TrialError> {
     fn into_trial_result(self) -> Result<Vec<f64>, TrialError> {
-        self.map(|v| vec![v]).map_err(Into::into)
+        self.map(|v| vec![v])
     }
 }
 
-impl<E: Into<TrialError>> IntoTrialResult for Result<Vec<f64>, E> {
+impl IntoTrialResult for Result<Vec<f64>, TrialError> {
     fn into_trial_result(self) -> Result<Vec<f64>, TrialError> {
-        self.map_err(Into::into)
+        self
     }
 }
 
-impl<E: Into<TrialError>, const N: usize> IntoTrialResult for Result<[f64; N], E> {
+impl<const N: usize> IntoTrialResult for Result<[f64; N], TrialError> {
     fn into_trial_result(self) -> Result<Vec<f64>, TrialError> {
-        self.map(|v| v.to_vec()).map_err(Into::into)
+        self.map(|v| v.to_vec())
     }
 }

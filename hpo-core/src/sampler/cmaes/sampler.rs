@@ -42,7 +42,7 @@ use std::collections::BTreeMap;
 /// studies only.
 ///
 /// ```
-/// use hpo_core::{CmaEsConfig, CmaEsSampler, Direction, Study, TrialError};
+/// use hpo_core::{CmaEsConfig, CmaEsSampler, Direction, Study};
 /// use std::sync::Arc;
 ///
 /// # fn main() -> hpo_core::Result<()> {
@@ -50,7 +50,7 @@ use std::collections::BTreeMap;
 ///     .direction(Direction::Minimize)
 ///     .sampler(Arc::new(CmaEsSampler::with_config(CmaEsConfig::seeded(1))?))
 ///     .build()?;
-/// study.optimize(300, |trial| -> Result<f64, TrialError> {
+/// study.optimize(300, |trial| {
 ///     let x = trial.suggest_float("x", -5.0, 5.0)?;
 ///     let y = trial.suggest_float("y", -5.0, 5.0)?;
 ///     Ok((x - 1.0).powi(2) + 10.0 * (y + 2.0).powi(2))

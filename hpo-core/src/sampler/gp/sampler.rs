@@ -62,7 +62,7 @@ pub(super) const FEASIBILITY_ATTR: &str = "gp:feasibility";
 ///   process continues the same search, proposal for proposal.
 ///
 /// ```
-/// use hpo_core::{Direction, GpConfig, GpSampler, Study, TrialError};
+/// use hpo_core::{Direction, GpConfig, GpSampler, Study};
 /// use std::sync::Arc;
 ///
 /// # fn main() -> hpo_core::Result<()> {
@@ -71,7 +71,7 @@ pub(super) const FEASIBILITY_ATTR: &str = "gp:feasibility";
 ///     .direction(Direction::Minimize)
 ///     .sampler(Arc::new(sampler))
 ///     .build()?;
-/// study.optimize(25, |trial| -> Result<f64, TrialError> {
+/// study.optimize(25, |trial| {
 ///     let lr = trial.suggest_float_log("lr", 1e-5, 1e-1)?;
 ///     let x = trial.suggest_float("x", -3.0, 3.0)?;
 ///     Ok((lr.log10() + 3.0).powi(2) + (x - 1.0).powi(2))

@@ -124,7 +124,7 @@ impl Sequence {
 /// random, as [`super::RandomSampler`] would.
 ///
 /// ```
-/// use hpo_core::{Direction, QmcConfig, QmcSampler, Study, TrialError};
+/// use hpo_core::{Direction, QmcConfig, QmcSampler, Study};
 /// use std::sync::Arc;
 ///
 /// # fn main() -> hpo_core::Result<()> {
@@ -132,7 +132,7 @@ impl Sequence {
 ///     .direction(Direction::Minimize)
 ///     .sampler(Arc::new(QmcSampler::with_config(QmcConfig::seeded(7))))
 ///     .build()?;
-/// study.optimize(32, |trial| -> Result<f64, TrialError> {
+/// study.optimize(32, |trial| {
 ///     let x = trial.suggest_float("x", -5.0, 5.0)?;
 ///     let lr = trial.suggest_float_log("lr", 1e-5, 1e-1)?;
 ///     let layers = trial.suggest_int("layers", 1, 8)?;

@@ -48,12 +48,12 @@ const KEEP_FROM: usize = 128;
 /// [`TpeConfig::optuna`] reproduces Optuna 5.0's `TPESampler()` settings.
 ///
 /// ```
-/// use hpo_core::{Direction, Study, TpeConfig, TpeSampler, TrialError};
+/// use hpo_core::{Direction, Study, TpeConfig, TpeSampler};
 ///
 /// # fn main() -> hpo_core::Result<()> {
 /// let sampler = TpeSampler::with_config(TpeConfig { n_startup_trials: 5, ..TpeConfig::seeded(7) })?;
 /// let study = Study::builder().direction(Direction::Minimize).sampler(sampler).build()?;
-/// study.optimize(30, |trial| -> Result<f64, TrialError> {
+/// study.optimize(30, |trial| {
 ///     let x = trial.suggest_float("x", -5.0, 5.0)?;
 ///     let act = trial.suggest_categorical("act", &["relu", "gelu"])?;
 ///     Ok((x - 1.0).powi(2) + if act == "gelu" { 0.0 } else { 0.5 })

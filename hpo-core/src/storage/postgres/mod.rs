@@ -74,7 +74,7 @@ use std::sync::Mutex;
 ///
 /// ```no_run
 /// use hpo_core::storage::PostgresStorage;
-/// use hpo_core::{RandomSampler, Study, TrialError};
+/// use hpo_core::{RandomSampler, Study};
 /// use std::sync::Arc;
 ///
 /// # fn main() -> hpo_core::Result<()> {
@@ -85,7 +85,7 @@ use std::sync::Mutex;
 ///     .sampler(RandomSampler::seeded(1))
 ///     .load_if_exists(true)
 ///     .build()?;
-/// study.optimize(5, |t| -> Result<f64, TrialError> { Ok(t.suggest_float("x", -1.0, 1.0)?.powi(2)) })?;
+/// study.optimize(5, |t| Ok(t.suggest_float("x", -1.0, 1.0)?.powi(2)))?;
 /// # Ok(())
 /// # }
 /// ```

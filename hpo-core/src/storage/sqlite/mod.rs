@@ -81,7 +81,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use hpo_core::storage::SqliteStorage;
-/// use hpo_core::{Direction, RandomSampler, Study, TrialError};
+/// use hpo_core::{Direction, RandomSampler, Study};
 /// use std::sync::Arc;
 ///
 /// # fn main() -> hpo_core::Result<()> {
@@ -95,7 +95,7 @@ use std::time::Duration;
 ///     .sampler(RandomSampler::seeded(1))
 ///     .load_if_exists(true)
 ///     .build()?;
-/// study.optimize(5, |t| -> Result<f64, TrialError> { Ok(t.suggest_float("x", -1.0, 1.0)?.powi(2)) })?;
+/// study.optimize(5, |t| Ok(t.suggest_float("x", -1.0, 1.0)?.powi(2)))?;
 /// assert!(study.trials()?.len() >= 5);
 /// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok(())
