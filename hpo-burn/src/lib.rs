@@ -86,6 +86,7 @@ pub mod cache;
 pub mod data;
 mod error;
 pub mod estimator;
+pub mod experiment;
 pub mod fault;
 pub mod host;
 pub mod kernels;

@@ -77,6 +77,11 @@ pub struct StudyArgs {
     /// `{"sampler": "tpe", "n_startup_trials": 5}`.
     #[arg(long, value_name = "NAME|JSON", value_parser = parse_sampler)]
     pub sampler: Option<SamplerArg>,
+    /// Where trials store their files (models, predictions): a folder or a
+    /// `file://` URL, on storage every machine of the study shares [default:
+    /// beside a SQLite study, `<database>.artifacts`].
+    #[arg(long, value_name = "PATH")]
+    pub artifacts: Option<String>,
 }
 
 /// How trials run (`--jobs`).

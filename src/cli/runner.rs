@@ -5,6 +5,7 @@
 
 use super::args::{Jobs, Params, StudyArgs};
 use super::summary::{state_label, Summary};
+use crate::artifact::{ArtifactStore, KeepArtifacts};
 use crate::executor::{self, Memory, MemoryEstimator, ProcessConfig};
 use crate::sampler::{SamplerConfig, TpeConfig};
 use crate::storage::{redact, storage_from_url};
@@ -45,7 +46,7 @@ type SpaceCheck<'a> = Box<dyn Fn(&Params) -> Result<()> + 'a>;
 ///     .space::<Space>()
 ///     .run(|trial| {
 ///         let s = Space::sample(trial)?;
-///         Ok::<f64, hpo::TrialError>((s.x - 2.0).powi(2))
+///         Ok((s.x - 2.0).powi(2))
 ///     })?;
 /// println!("best: {:?}", done.study.best_params()?);
 /// # Ok(())
@@ -69,6 +70,7 @@ pub struct StudyRunner<'a> {
     warm_start: Vec<Params>,
     metric: String,
     quiet: bool,
+    keep: Option<KeepArtifacts>,
     study_hooks: Vec<Hook<'a, StudyBuilder>>,
     optimize_hooks: Vec<Hook<'a, Optimize>>,
     process_hooks: Vec<Hook<'a, ProcessConfig>>,
@@ -102,6 +104,7 @@ impl<'a> StudyRunner<'a> {
             warm_start: Vec::new(),
             metric: "value".to_owned(),
             quiet: false,
+            keep: None,
             study_hooks: Vec::new(),
             optimize_hooks: Vec::new(),
             process_hooks: Vec::new(),
@@ -196,6 +199,27 @@ impl<'a> StudyRunner<'a> {
     pub fn quiet(mut self, yes: bool) -> Self {
         self.quiet = yes;
         self
+    }
+
+    /// Which trials keep their artifacts' files ([`ArtifactStore::clean`]),
+    /// applied to [`StudyRunner::artifact_store`] as each trial finishes and
+    /// after the study (default: all keep theirs).
+    pub fn keep_artifacts(mut self, keep: KeepArtifacts) -> Self {
+        self.keep = Some(keep);
+        self
+    }
+
+    /// The study's artifact store: `--artifacts`, else the folder beside a
+    /// SQLite study (an error for other storages, asking for `--artifacts`).
+    pub fn artifact_store(&self) -> Result<ArtifactStore> {
+        match &self.args.artifacts {
+            Some(location) => ArtifactStore::from_location(location),
+            None => ArtifactStore::beside(self.storage_url()).map_err(|e| {
+                Error::InvalidConfig(format!(
+                    "{e}; give the artifact store with `--artifacts PATH`"
+                ))
+            }),
+        }
     }
 
     /// Adjusts the [`StudyBuilder`] before the study is opened.
@@ -300,6 +324,17 @@ impl<'a> StudyRunner<'a> {
                 .callback(move |_, t| println!("{}", trial_line(t, &metric)))
                 .callback(crate::progress::bar(trials.map(|n| n as u64), timeout));
         }
+        let cleaner = match self.keep {
+            Some(keep) => Some((self.artifact_store()?, keep)),
+            None => None,
+        };
+        if let Some((store, keep)) = cleaner.clone() {
+            opts = opts.callback(move |study, _| {
+                if let Err(e) = store.clean(study, keep) {
+                    eprintln!("hpo: cleaning the artifact store: {e}");
+                }
+            });
+        }
         if jobs != Jobs::InProcess {
             opts = opts.processes(self.process_config(jobs)?);
         }
@@ -307,6 +342,9 @@ impl<'a> StudyRunner<'a> {
             opts = hook(opts);
         }
         study.optimize_with(opts, &objective)?;
+        if let Some((store, keep)) = &cleaner {
+            store.clean(&study, *keep)?;
+        }
 
         let on_device = self.workers.as_ref().is_some_and(|(_, m)| !m.is_host());
         let summary = Summary::of(&study.trials()?, on_device);

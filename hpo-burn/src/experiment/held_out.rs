@@ -1,0 +1,53 @@
+//! Held-out scoring after the study: the best trial's stored model on the
+//! test split, whatever process trained it.
+
+use super::saved_model::{load_model, SavedModel};
+use crate::data::Dataset;
+use crate::error::{Error, Result};
+use crate::task::TextTask;
+use crate::train::Metrics;
+use burn::tensor::backend::Backend;
+use hpo_core::artifact::ArtifactStore;
+use hpo_core::{FrozenTrial, Study};
+use std::sync::Arc;
+
+/// The best trial scored on a held-out split.
+#[derive(Debug)]
+pub struct HeldOut<B: Backend> {
+    /// The study's best trial.
+    pub trial: Arc<FrozenTrial>,
+    /// Its model, read back from the store.
+    pub saved: SavedModel<B>,
+    /// Its metrics on the held-out split.
+    pub metrics: Metrics,
+}
+
+/// Scores `study`'s best trial on `test`: its model is read back from
+/// `store` and `test` is encoded with `task`'s tokenizer (the tokenizer of
+/// the backbone the trial fine-tuned; `task_of` picks it from the trial).
+/// `Ok(None)` when no trial has completed.
+pub fn score_best<B: Backend>(
+    study: &Study,
+    store: &ArtifactStore,
+    task_of: impl Fn(&FrozenTrial) -> Result<Arc<TextTask>>,
+    test: &Dataset,
+    device: &B::Device,
+) -> Result<Option<HeldOut<B>>> {
+    let Ok(trial) = study.best_trial() else {
+        return Ok(None);
+    };
+    let saved = load_model::<B>(store, &trial, device)?;
+    let task = task_of(&trial)?;
+    if saved.card.classes != task.train.classes {
+        return Err(Error::Data(format!(
+            "trial #{}'s model has classes {:?}, the task {:?}",
+            trial.number, saved.card.classes, task.train.classes
+        )));
+    }
+    let metrics = task.evaluate(&saved.model, test, saved.card.max_len, device)?;
+    Ok(Some(HeldOut {
+        trial,
+        saved,
+        metrics,
+    }))
+}

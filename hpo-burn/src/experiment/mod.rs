@@ -1,0 +1,32 @@
+//! A text-classification experiment in a few lines: the pieces an
+//! experiment crate needs around hpo's study runner (`hpo::cli` in the
+//! `hpo` crate), so that the objective of a fine-tuning study is its search
+//! space plus a handful of lines.
+//!
+//! * [`DeviceArg`]: `cpu` or `cuda:N`, the backend that goes with it
+//!   ([`DeviceArg::run`] runs an [`OnBackend`] job on it, after checking the
+//!   CUDA runtime), and the memory worker processes are admitted by
+//!   ([`DeviceArg::memory`]);
+//! * [`Splits`]: the data split once by seed into train, validation and a
+//!   held-out test split;
+//! * [`fine_tune`]: one trial's training call, at the batch the executor
+//!   chose, its model stored as the trial's artifacts;
+//! * [`saved_model`]: those artifacts, written and read back;
+//! * [`score_best`]: the best trial's stored model on the test split, after
+//!   the study, whatever process trained it.
+//!
+//! The memory estimate for the executor is [`crate::estimator::TrainingEstimator`]
+//! over the same sampling the objective does, ending in
+//! [`crate::estimator::Sizing::of_run`].
+
+mod device;
+mod fine_tune;
+mod held_out;
+pub mod saved_model;
+mod splits;
+
+pub use self::device::{DeviceArg, OnBackend};
+pub use self::fine_tune::{fine_tune, Trained};
+pub use self::held_out::{score_best, HeldOut};
+pub use self::saved_model::{load_model, save_model, ModelCard, SavedModel};
+pub use self::splits::Splits;
