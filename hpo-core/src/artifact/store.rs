@@ -71,13 +71,19 @@ impl ArtifactStore {
     /// refused with [`Error::ArtifactLocation`] naming the scheme: this store
     /// is a folder, which may be on a network file system every machine mounts.
     pub fn from_location(location: &str) -> Result<Self> {
-        Self::open(location_path(location)?)
+        Self::open(Self::folder_of(location)?)
+    }
+
+    /// The folder a location names (a path, or a `file://` URL), without
+    /// creating it; refused as [`ArtifactStore::from_location`] refuses.
+    pub fn folder_of(location: &str) -> Result<PathBuf> {
+        location_path(location)
     }
 
     /// The default store of the study database `storage_url`: the folder
-    /// [`ArtifactStore::location_beside`] names, created if missing.
+    /// [`ArtifactStore::folder_beside`] names, created if missing.
     pub fn beside(storage_url: &str) -> Result<Self> {
-        Self::open(Self::location_beside(storage_url)?)
+        Self::open(Self::folder_beside(storage_url)?)
     }
 
     /// The folder beside a SQLite study file: `sqlite:///dir/criteria.db`
@@ -86,7 +92,7 @@ impl ArtifactStore {
     /// has no folder beside it: that is an [`Error::ArtifactLocation`] saying
     /// to give a location explicitly (a folder every machine running trials
     /// shares). The URL's password is never printed.
-    pub fn location_beside(storage_url: &str) -> Result<PathBuf> {
+    pub fn folder_beside(storage_url: &str) -> Result<PathBuf> {
         match sqlite_file(storage_url)? {
             Some(db) => {
                 let mut name = db.file_name().unwrap_or_default().to_os_string();
@@ -416,15 +422,15 @@ mod tests {
     #[test]
     fn the_default_store_is_beside_a_sqlite_file_only() {
         assert_eq!(
-            ArtifactStore::location_beside("sqlite:///dir/criteria.db").unwrap(),
+            ArtifactStore::folder_beside("sqlite:///dir/criteria.db").unwrap(),
             PathBuf::from("dir/criteria.db.artifacts")
         );
         assert_eq!(
-            ArtifactStore::location_beside("sqlite:////abs/s.db?timeout=3").unwrap(),
+            ArtifactStore::folder_beside("sqlite:////abs/s.db?timeout=3").unwrap(),
             PathBuf::from("/abs/s.db.artifacts")
         );
         for url in ["sqlite::memory:", "memory:"] {
-            let err = ArtifactStore::location_beside(url).unwrap_err().to_string();
+            let err = ArtifactStore::folder_beside(url).unwrap_err().to_string();
             assert!(
                 err.contains("give the artifact store's location explicitly"),
                 "{err}"
@@ -432,7 +438,7 @@ mod tests {
         }
         #[cfg(feature = "postgres")]
         {
-            let err = ArtifactStore::location_beside("postgresql://alice:s3cret@db/optuna")
+            let err = ArtifactStore::folder_beside("postgresql://alice:s3cret@db/optuna")
                 .unwrap_err()
                 .to_string();
             assert!(

@@ -90,9 +90,11 @@ fn objective(trial: &mut Trial) -> Result<f64, TrialError> {
         &weights,
         format!("weights of trial {} at x={x:?}", trial.number()),
     )?;
-    store.upload(trial, "weights.bin", &weights)?;
-    std::fs::remove_file(&weights)?;
+    // ANCHOR: upload
+    store.upload(trial, "weights.bin", &weights)?; // a file, copied into the store
     store.upload_bytes(trial, "value.txt", format!("{value:?}").as_bytes())?;
+    // ANCHOR_END: upload
+    std::fs::remove_file(&weights)?;
     Ok(value)
 }
 
@@ -145,12 +147,14 @@ fn assert_best_files_fetched(url: &str, name: &str, store: &ArtifactStore, dir: 
             .collect();
         assert_eq!(names, ["value.txt", "weights.bin"]);
     }
+    // ANCHOR: fetch
     let best = study.best_trial().unwrap();
     let value = String::from_utf8(store.read(&best, "value.txt").unwrap()).unwrap();
+    let dest = dir.join("best-weights.bin");
+    let n = store.download(&best, "weights.bin", &dest).unwrap(); // atomic at `dest`
+                                                                  // ANCHOR_END: fetch
     assert_eq!(value.parse::<f64>().unwrap(), best.value().unwrap());
     let x = best.param("x").unwrap().as_f64().unwrap();
-    let dest = dir.join("best-weights.bin");
-    let n = store.download(&best, "weights.bin", &dest).unwrap();
     let weights = std::fs::read_to_string(&dest).unwrap();
     assert_eq!(n, weights.len() as u64);
     assert_eq!(

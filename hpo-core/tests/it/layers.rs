@@ -1,7 +1,7 @@
 //! The layers of hpo-core point one way (the book's architecture page draws
 //! them): `study/` and `space/` sit on top of `sampler/`, `pruner/` and
 //! `storage/`, which sit on `view`, `trial/`, `direction` and
-//! `distribution/`; `executor/` sits on top of `study/`. This test reads the sources and fails when a lower module
+//! `distribution/`; `executor/` and `artifact/` sit on top of `study/`. This test reads the sources and fails when a lower module
 //! imports a higher one, so the diagram stays true.
 
 use std::path::{Path, PathBuf};
@@ -20,6 +20,7 @@ const RULES: &[(&str, &[&str])] = &[
             "storage",
             "study",
             "space",
+            "artifact",
         ],
     ),
     (
@@ -33,17 +34,32 @@ const RULES: &[(&str, &[&str])] = &[
             "storage",
             "study",
             "space",
+            "artifact",
         ],
     ),
     (
         "trial",
-        &["view", "sampler", "pruner", "storage", "study", "space"],
+        &[
+            "view", "sampler", "pruner", "storage", "study", "space", "artifact",
+        ],
     ),
-    ("view", &["sampler", "pruner", "storage", "study", "space"]),
-    ("sampler", &["pruner", "storage", "study", "space"]),
-    ("pruner", &["sampler", "storage", "study", "space"]),
-    ("storage", &["sampler", "pruner", "study", "space"]),
-    ("study", &["space", "executor"]),
+    (
+        "view",
+        &["sampler", "pruner", "storage", "study", "space", "artifact"],
+    ),
+    (
+        "sampler",
+        &["pruner", "storage", "study", "space", "artifact"],
+    ),
+    (
+        "pruner",
+        &["sampler", "storage", "study", "space", "artifact"],
+    ),
+    (
+        "storage",
+        &["sampler", "pruner", "study", "space", "artifact"],
+    ),
+    ("study", &["space", "executor", "artifact"]),
 ];
 
 /// Crate-root re-exports, by the module that defines them (a lower module
@@ -94,6 +110,15 @@ const ROOT_NAMES: &[(&str, &[&str])] = &[
         ],
     ),
     ("view", &["StudyView"]),
+    (
+        "artifact",
+        &[
+            "ArtifactStore",
+            "ArtifactMeta",
+            "KeepArtifacts",
+            "CleanReport",
+        ],
+    ),
 ];
 
 fn rust_files(path: &Path, out: &mut Vec<PathBuf>) {

@@ -92,7 +92,13 @@ enum Command {
         #[arg(long, value_enum, default_value = "json")]
         format: ExportFormat,
     },
-    /// Copies a study (every trial, attribute and intermediate value) to another storage.
+    /// Copies a study (every trial, attribute and intermediate value) to another storage,
+    /// with its artifacts (the files its trials stored).
+    ///
+    /// The artifacts go from the folder beside SRC's SQLite file
+    /// (`study.db.artifacts`) to the folder beside DST's; a PostgreSQL storage
+    /// has no such folder, so name it with `--artifacts-from` / `--artifacts-to`.
+    /// Without a source store the study is copied alone.
     Copy {
         /// Storage URL to read from.
         src: String,
@@ -100,6 +106,12 @@ enum Command {
         dst: String,
         /// Study name.
         study: String,
+        /// Artifact store to copy the files from (a folder or `file://` URL).
+        #[arg(long, value_name = "PATH")]
+        artifacts_from: Option<String>,
+        /// Artifact store to copy the files to (a folder or `file://` URL).
+        #[arg(long, value_name = "PATH")]
+        artifacts_to: Option<String>,
     },
     /// Draws one plot of a study as SVG.
     Plot {
@@ -223,12 +235,24 @@ fn run(cli: Cli) -> Result<()> {
             };
             print(&show::export(&data, format))
         }
-        Command::Copy { src, dst, study } => {
-            let n = copy::copy(&src, &dst, &study)?;
+        Command::Copy {
+            src,
+            dst,
+            study,
+            artifacts_from,
+            artifacts_to,
+        } => {
+            let places = copy::ArtifactPlaces {
+                from: artifacts_from,
+                to: artifacts_to,
+            };
+            let copied = copy::copy(&src, &dst, &study, &places)?;
             print(&format!(
-                "copied study `{}` ({n} trials) to {}\n",
+                "copied study `{}` ({} trials) to {}; {}\n",
                 study::clean(&study),
-                open::redact(&dst)
+                copied.trials,
+                open::redact(&dst),
+                copied.artifacts
             ))
         }
         Command::Plot {

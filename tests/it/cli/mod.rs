@@ -3,6 +3,7 @@
 //! (`tests/cli/data/optuna_importance.db`, made by `tests/cli/make_optuna_fixture.py`) and
 //! Optuna's schema reference study.
 
+mod artifacts;
 mod commands;
 mod errors;
 mod fixture;
