@@ -21,6 +21,7 @@ use hpo_burn::{ModelCache, Pooling, Preset, RunSpec, TextTask, TrainConfig, TsvS
 use std::path::PathBuf;
 use std::sync::Arc;
 
+// ANCHOR: args
 /// Fine-tune a small pretrained transformer on the shipped tweets.
 #[derive(Parser)]
 struct Args {
@@ -36,7 +37,9 @@ struct Args {
     #[arg(long, default_value_t = 1200)]
     train_limit: usize,
 }
+// ANCHOR_END: args
 
+// ANCHOR: space
 /// What the search chooses.
 #[hpo::search_space]
 #[derive(Debug, Clone)]
@@ -73,7 +76,9 @@ fn spec(trial: &mut Trial, epochs: usize, seed: u64) -> Result<RunSpec, TrialErr
         },
     })
 }
+// ANCHOR_END: space
 
+// ANCHOR: study
 /// The study, on whichever backend `--device` needs.
 struct Finetune<'a> {
     args: &'a Args,
@@ -125,7 +130,9 @@ impl OnBackend for Finetune<'_> {
         Ok(())
     }
 }
+// ANCHOR_END: study
 
+// ANCHOR: main
 fn main() -> anyhow::Result<()> {
     run(&Args::parse())
 }
@@ -144,6 +151,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     )?);
     args.device.run(Finetune { args, task, splits })?
 }
+// ANCHOR_END: main
 
 #[cfg(test)]
 mod tests {
