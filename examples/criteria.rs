@@ -49,13 +49,11 @@ use hpo::{
     Trial, TrialError,
 };
 use hpo_burn::burn::tensor::backend::AutodiffBackend;
-use hpo_burn::cache::Progress;
 use hpo_burn::estimator::{Sizing, TrainingEstimator};
-use hpo_burn::experiment::{fine_tune, score_best, DeviceArg, OnBackend, Splits};
-use hpo_burn::{
-    Checkpoint, Dataset, ModelCache, Pooling, Preset, RunSpec, TextTask, TrainConfig, TsvSpec,
-    ALL_MINILM_L6_V2,
+use hpo_burn::experiment::{
+    checkpoints, export_model, fine_tune, light_and_heavy, score_best, DeviceArg, OnBackend, Splits,
 };
+use hpo_burn::{Dataset, Pooling, Preset, RunSpec, TextTask, TrainConfig, TsvSpec};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -401,32 +399,6 @@ fn load_splits(args: &Args) -> anyhow::Result<Splits> {
     Ok(splits)
 }
 
-/// The checkpoints to fine-tune: `--pretrained` folders, or
-/// all-MiniLM-L6-v2 from the cache (fetched on first use).
-fn checkpoints(args: &Args) -> anyhow::Result<Vec<Checkpoint>> {
-    if !args.pretrained.is_empty() {
-        return args
-            .pretrained
-            .iter()
-            .map(|dir| Checkpoint::open(dir).map_err(Into::into))
-            .collect();
-    }
-    let cache = ModelCache::from_env()?;
-    let checkpoint = cache
-        .get(&ALL_MINILM_L6_V2, &mut |p| match p {
-            Progress::Downloading { command } => {
-                println!("fetching {} once: {command}", ALL_MINILM_L6_V2.name)
-            }
-            Progress::Unpacked { file, bytes } => println!("  unpacked {file} ({bytes} bytes)"),
-            Progress::Ready { dir } => println!("  checked and cached in {}", dir.display()),
-        })
-        .context(
-            "no pretrained checkpoint: fix the fetch as described below, or pass \
-             `--pretrained DIR` (a local BERT checkpoint), or `--from-scratch`",
-        )?;
-    Ok(vec![checkpoint])
-}
-
 fn backbones(args: &Args, train: Dataset, valid: Dataset) -> anyhow::Result<Backbones> {
     if args.from_scratch {
         // On a CPU, light and heavy are the tiny and mini presets (mini costs
@@ -449,15 +421,11 @@ fn backbones(args: &Args, train: Dataset, valid: Dataset) -> anyhow::Result<Back
         });
     }
     let classes = train.classes.len();
-    let (light, heavy) = match checkpoints(args)?.as_slice() {
-        [one] => (one.clone().truncated(args.light_layers)?, one.clone()),
-        [a, b] if a.num_params(classes) <= b.num_params(classes) => (a.clone(), b.clone()),
-        [a, b] => (b.clone(), a.clone()),
-        more => bail!(
-            "{} --pretrained checkpoints given; the search offers a light and a heavy backbone: give one (light = its first --light-layers layers) or two",
-            more.len()
-        ),
-    };
+    let checkpoints = checkpoints(&args.pretrained).context(
+        "no pretrained checkpoint: fix the fetch as described below, or pass \
+         `--pretrained DIR` (a local BERT checkpoint), or `--from-scratch`",
+    )?;
+    let (light, heavy) = light_and_heavy(&checkpoints, args.light_layers, classes)?;
     for (role, c) in [("light", &light), ("heavy", &heavy)] {
         if !hpo::executor::is_worker() {
             println!(
@@ -646,8 +614,7 @@ fn backbone_of(t: &FrozenTrial) -> Backbone {
 }
 
 /// `--save-best`: the best trial's stored model, with what is needed to
-/// load and use it: its card, the model config, the tokenizer, and what it
-/// scored.
+/// load and use it, and what it scored (`best.json`).
 fn save_best(
     dir: &Path,
     study: &hpo::Study,
@@ -655,20 +622,9 @@ fn save_best(
     backbones: &Backbones,
     test: &hpo_burn::train::Metrics,
 ) -> anyhow::Result<()> {
-    use hpo_burn::experiment::saved_model::{ModelCard, CARD_ARTIFACT, WEIGHTS_ARTIFACT};
     let trial = study.best_trial()?;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    store.download(&trial, WEIGHTS_ARTIFACT, dir.join("model.mpk"))?;
-    store.download(&trial, CARD_ARTIFACT, dir.join("model.json"))?;
-    let card: ModelCard = serde_json::from_slice(&std::fs::read(dir.join("model.json"))?)?;
-    std::fs::write(
-        dir.join("model_config.json"),
-        serde_json::to_string_pretty(&card.model)?,
-    )?;
-    backbones
-        .task(backbone_of(&trial))
-        .tokenizer
-        .save(dir.join("tokenizer.json"))?;
+    let tokenizer = &backbones.task(backbone_of(&trial)).tokenizer;
+    let card = export_model(store, &trial, tokenizer, dir)?;
     let params: serde_json::Map<String, serde_json::Value> = trial
         .params()
         .iter()

@@ -16,8 +16,8 @@ use hpo::cli::{StudyArgs, StudyRunner};
 use hpo::{Direction, MedianPruner, SearchSpace, Trial, TrialError};
 use hpo_burn::burn::tensor::backend::AutodiffBackend;
 use hpo_burn::estimator::{Sizing, TrainingEstimator};
-use hpo_burn::experiment::{fine_tune, score_best, DeviceArg, OnBackend, Splits};
-use hpo_burn::{ModelCache, Pooling, Preset, RunSpec, TextTask, TrainConfig, TsvSpec};
+use hpo_burn::experiment::{checkpoints, fine_tune, score_best, DeviceArg, OnBackend, Splits};
+use hpo_burn::{Pooling, Preset, RunSpec, TextTask, TrainConfig, TsvSpec};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -141,12 +141,14 @@ fn run(args: &Args) -> anyhow::Result<()> {
     let tweets = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/vader/tweets.tsv");
     let spec = TsvSpec::single("text", "label").with_positive("neg");
     let splits = Splits::load(&tweets, &spec, 0.1, 0.1, args.train_limit, args.study.seed)?;
-    let checkpoint = ModelCache::from_env()?.get(&hpo_burn::ALL_MINILM_L6_V2, &mut |_| {})?;
+    let [checkpoint] = &checkpoints(&[])?[..] else {
+        anyhow::bail!("one checkpoint expected")
+    };
     let (train, valid) = (splits.train.clone(), splits.valid.clone());
     let task = Arc::new(TextTask::new(
         train,
         valid,
-        Some(checkpoint.truncated(3)?),
+        Some(checkpoint.clone().truncated(3)?),
         0,
     )?);
     args.device.run(Finetune { args, task, splits })?

@@ -7,6 +7,8 @@
 //!   ([`DeviceArg::run`] runs an [`OnBackend`] job on it, after checking the
 //!   CUDA runtime), and the memory worker processes are admitted by
 //!   ([`DeviceArg::memory`]);
+//! * [`checkpoints`] and [`light_and_heavy`]: the pretrained backbones, from
+//!   the user's folders or fetched once into the cache;
 //! * [`Splits`]: the data split once by seed into train, validation and a
 //!   held-out test split;
 //! * [`fine_tune`]: one trial's training call, at the batch the executor
@@ -19,14 +21,16 @@
 //! over the same sampling the objective does, ending in
 //! [`crate::estimator::Sizing::of_run`].
 
+mod backbones;
 mod device;
 mod fine_tune;
 mod held_out;
 pub mod saved_model;
 mod splits;
 
+pub use self::backbones::{checkpoints, light_and_heavy};
 pub use self::device::{DeviceArg, OnBackend};
 pub use self::fine_tune::{fine_tune, Trained};
 pub use self::held_out::{score_best, HeldOut};
-pub use self::saved_model::{load_model, save_model, ModelCard, SavedModel};
+pub use self::saved_model::{export_model, load_model, save_model, ModelCard, SavedModel};
 pub use self::splits::Splits;

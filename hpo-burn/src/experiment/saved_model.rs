@@ -8,12 +8,14 @@
 
 use crate::error::{Error, Result};
 use crate::model::{BertClassifier, ModelConfig};
+use crate::tokenize::TextTokenizer;
 use burn::module::Module;
 use burn::record::{FullPrecisionSettings, NamedMpkBytesRecorder, Recorder};
 use burn::tensor::backend::Backend;
 use hpo_core::artifact::ArtifactStore;
 use hpo_core::{FrozenTrial, Trial};
 use serde::{Deserialize, Serialize};
+use std::path::Path;
 
 /// The artifact holding a trial's weights.
 pub const WEIGHTS_ARTIFACT: &str = "model.mpk";
@@ -84,4 +86,27 @@ pub fn load_model<B: Backend>(
     })?;
     let model = card.model.init::<B>(device)?.load_record(record);
     Ok(SavedModel { model, card })
+}
+
+/// Copies the model `trial` stored with [`save_model`] out of `store` into
+/// `dir`, with what is needed to use it elsewhere: `model.mpk` (burn's
+/// `NamedMpkFileRecorder` format at full precision), `model.json` (its
+/// [`ModelCard`]), `model_config.json` and `tokenizer.json`. Returns the card.
+pub fn export_model(
+    store: &ArtifactStore,
+    trial: &FrozenTrial,
+    tokenizer: &TextTokenizer,
+    dir: &Path,
+) -> Result<ModelCard> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    store.download(trial, WEIGHTS_ARTIFACT, dir.join("model.mpk"))?;
+    store.download(trial, CARD_ARTIFACT, dir.join("model.json"))?;
+    let card: ModelCard = serde_json::from_slice(&store.read(trial, CARD_ARTIFACT)?)
+        .map_err(|e| Error::Data(format!("trial #{}'s {CARD_ARTIFACT}: {e}", trial.number)))?;
+    let config = serde_json::to_string_pretty(&card.model)
+        .map_err(|e| Error::Data(format!("cannot write the model config: {e}")))?;
+    let path = dir.join("model_config.json");
+    std::fs::write(&path, config).map_err(|e| Error::io(&path, e))?;
+    tokenizer.save(dir.join("tokenizer.json"))?;
+    Ok(card)
 }

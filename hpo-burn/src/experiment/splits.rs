@@ -113,3 +113,52 @@ impl Splits {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::data::Example;
+
+    fn data(n: usize) -> Dataset {
+        Dataset {
+            examples: (0..n)
+                .map(|i| Example {
+                    text: Text::Single(format!("text {i}")),
+                    label: i % 2,
+                })
+                .collect(),
+            classes: vec!["a".into(), "b".into()],
+        }
+    }
+
+    #[test]
+    fn splits_are_disjoint_stratified_and_capped() {
+        let s = Splits::of(data(200), 0.1, 0.1, 50, 3).unwrap();
+        assert_eq!(s.test.examples.len(), 20);
+        assert_eq!(s.valid.examples.len(), 20);
+        assert_eq!(s.train.examples.len(), 50);
+        let texts = |d: &Dataset| -> Vec<String> {
+            d.examples
+                .iter()
+                .map(|e| match &e.text {
+                    Text::Single(t) => t.clone(),
+                    Text::Pair { text, .. } => text.clone(),
+                })
+                .collect()
+        };
+        let test = texts(&s.test);
+        assert!(texts(&s.train).iter().all(|t| !test.contains(t)));
+        assert!(texts(&s.valid).iter().all(|t| !test.contains(t)));
+        assert_eq!(Splits::of(data(200), 0.1, 0.1, 50, 3).unwrap(), s, "deterministic");
+        assert!(s.describe().starts_with("50 train, 20 validation, 20 test"));
+    }
+
+    #[test]
+    fn fractions_that_leave_nothing_to_train_on_are_refused() {
+        for (test, valid) in [(0.0, 0.1), (0.5, 0.5), (0.1, -0.1)] {
+            let e = Splits::of(data(100), test, valid, 0, 1).unwrap_err().to_string();
+            assert!(e.contains("must be fractions above 0"), "{e}");
+        }
+    }
+}

@@ -200,29 +200,11 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
     }
 }
 
-/// A JSON string literal as Python's `json.dumps` writes it (`ensure_ascii`).
+/// A JSON string literal as Python's `json.dumps` writes it (`ensure_ascii`),
+/// through the storage codec's own writer.
 fn python_json_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{08}' => out.push_str("\\b"),
-            '\u{0c}' => out.push_str("\\f"),
-            c if c.is_ascii() && !c.is_ascii_control() => out.push(c),
-            c => {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    out.push_str(&format!("\\u{unit:04x}"));
-                }
-            }
-        }
-    }
-    out.push('"');
+    crate::distribution::python_json_string(s, &mut out);
     out
 }
 
