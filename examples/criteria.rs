@@ -40,7 +40,7 @@
 //! The shipped data are the VADER tweets (Hutto & Gilbert 2014, MIT), labelled
 //! "negative affect" vs not. That stands in for one criterion of a
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::Parser;
 use hpo::artifact::{ArtifactStore, KeepArtifacts};
 use hpo::cli::{StudyArgs, StudyRunner};

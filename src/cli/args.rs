@@ -78,8 +78,8 @@ pub struct StudyArgs {
     #[arg(long, value_name = "NAME|JSON", value_parser = parse_sampler)]
     pub sampler: Option<SamplerArg>,
     /// Where trials store their files (models, predictions): a folder or a
-    /// `file://` URL, on storage every machine of the study shares [default:
-    /// beside a SQLite study, `<database>.artifacts`].
+    /// `file://` URL, on storage every machine of the study shares (default:
+    /// beside a SQLite study, `<database>.artifacts`).
     #[arg(long, value_name = "PATH")]
     pub artifacts: Option<String>,
 }

@@ -1,7 +1,7 @@
 //! Which device an experiment trains on (`cpu` or `cuda:N`), the backend
 //! that goes with it, and the memory its worker processes are admitted by.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use burn::tensor::backend::AutodiffBackend;
 use hpo_core::executor::{Memory, GIB};
 use std::fmt;
@@ -13,7 +13,7 @@ pub enum DeviceArg {
     /// burn's CPU backend ([`crate::Cpu`]).
     #[default]
     Cpu,
-    /// CUDA device `N` ([`crate::Cuda`], feature `cuda`).
+    /// CUDA device `N` (`hpo_burn::Cuda`, feature `cuda`).
     Cuda(u32),
 }
 
@@ -87,7 +87,7 @@ impl DeviceArg {
                 Ok(work.run::<crate::Cuda>(device))
             }
             #[cfg(not(feature = "cuda"))]
-            DeviceArg::Cuda(_) => Err(Error::Device(format!(
+            DeviceArg::Cuda(_) => Err(crate::error::Error::Device(format!(
                 "device {self}: rebuild with `--features cuda`"
             ))),
         }

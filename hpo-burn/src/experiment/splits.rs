@@ -150,14 +150,20 @@ mod tests {
         let test = texts(&s.test);
         assert!(texts(&s.train).iter().all(|t| !test.contains(t)));
         assert!(texts(&s.valid).iter().all(|t| !test.contains(t)));
-        assert_eq!(Splits::of(data(200), 0.1, 0.1, 50, 3).unwrap(), s, "deterministic");
+        assert_eq!(
+            Splits::of(data(200), 0.1, 0.1, 50, 3).unwrap(),
+            s,
+            "deterministic"
+        );
         assert!(s.describe().starts_with("50 train, 20 validation, 20 test"));
     }
 
     #[test]
     fn fractions_that_leave_nothing_to_train_on_are_refused() {
         for (test, valid) in [(0.0, 0.1), (0.5, 0.5), (0.1, -0.1)] {
-            let e = Splits::of(data(100), test, valid, 0, 1).unwrap_err().to_string();
+            let e = Splits::of(data(100), test, valid, 0, 1)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("must be fractions above 0"), "{e}");
         }
     }
