@@ -88,6 +88,22 @@ impl TextTokenizer {
             .map_err(|e| tok_err(&format!("cannot write {}", path.display()), e))
     }
 
+    /// The tokenizer as the text of a HuggingFace `tokenizer.json`.
+    pub fn to_json(&self) -> Result<String> {
+        self.inner
+            .to_string(false)
+            .map_err(|e| tok_err("cannot write the tokenizer as JSON", e))
+    }
+
+    /// A tokenizer from the text of a HuggingFace `tokenizer.json`
+    /// ([`to_json`](Self::to_json)).
+    pub fn from_json(text: &str) -> Result<Self> {
+        let inner: Tokenizer = text
+            .parse()
+            .map_err(|e| tok_err("cannot read the tokenizer JSON", e))?;
+        Self::finish(inner)
+    }
+
     /// Loads the tokenizer of a checkpoint directory: `tokenizer.json` if
     /// present, else `vocab.txt` (lowercasing unless `tokenizer_config.json`
     /// says `"do_lower_case": false`).
@@ -106,7 +122,9 @@ impl TextTokenizer {
     }
 
     /// Trains an uncased WordPiece vocabulary of at most `vocab_size` tokens
-    /// from `texts` (deterministic for the same texts).
+    /// from `texts`. Not the same vocabulary in every process (the trainer's
+    /// tie-breaking follows hash order): a model trained with it must keep
+    /// it (hpo-burn's saved models store their tokenizer).
     pub fn train<'a>(
         texts: impl Iterator<Item = &'a str> + Send,
         vocab_size: usize,

@@ -66,7 +66,7 @@ pub fn fine_tune<B: AutodiffBackend>(
             classes: task.train.classes.clone(),
             backbone: spec.model_name(task),
         };
-        save_model(store, trial, model.clone(), &card).map_err(|e| {
+        save_model(store, trial, model.clone(), &task.tokenizer, &card).map_err(|e| {
             TrialError::Failed(format!("trained, but the model could not be stored: {e}"))
         })?;
     }

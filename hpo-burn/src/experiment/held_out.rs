@@ -23,9 +23,10 @@ pub struct HeldOut<B: Backend> {
 }
 
 /// Scores `study`'s best trial on `test`: its model is read back from
-/// `store` and `test` is encoded with `task`'s tokenizer (the tokenizer of
-/// the backbone the trial fine-tuned; `task_of` picks it from the trial).
-/// `Ok(None)` when no trial has completed.
+/// `store`, and `test` is encoded with the tokenizer stored with it (or,
+/// for a model stored without one, with the tokenizer of the task
+/// `task_of` picks for the trial: the backbone it fine-tuned). `Ok(None)`
+/// when no trial has completed.
 pub fn score_best<B: Backend>(
     study: &Study,
     store: &ArtifactStore,
@@ -44,7 +45,14 @@ pub fn score_best<B: Backend>(
             trial.number, saved.card.classes, task.train.classes
         )));
     }
-    let metrics = task.evaluate(&saved.model, test, saved.card.max_len, device)?;
+    let metrics = match &saved.tokenizer {
+        Some(tokenizer) => {
+            let mut own = (*task).clone();
+            own.tokenizer = tokenizer.clone();
+            own.evaluate(&saved.model, test, saved.card.max_len, device)?
+        }
+        None => task.evaluate(&saved.model, test, saved.card.max_len, device)?,
+    };
     Ok(Some(HeldOut {
         trial,
         saved,
