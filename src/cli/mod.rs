@@ -13,5 +13,7 @@ mod summary;
 pub use self::args::{
     parse_params, parse_sampler, parse_size, Jobs, Params, SamplerArg, StudyArgs, SAMPLER_NAMES,
 };
-pub use self::runner::{check_enqueued, cpu_cores, cpu_share, trial_line, Finished, StudyRunner};
+pub use self::runner::{
+    check_enqueued, cpu_cores, cpu_share, trial_line, Finished, StudyRunner, SPACE_ATTR,
+};
 pub use self::summary::{state_label, Peak, Summary, PROCESS_PEAK_RSS_KEY};

@@ -22,6 +22,10 @@ type Hook<'a, T> = Box<dyn FnOnce(T) -> T + 'a>;
 /// Checks an enqueued configuration against the search space.
 type SpaceCheck<'a> = Box<dyn Fn(&Params) -> Result<()> + 'a>;
 
+/// The study system attribute holding the search space the study was
+/// created with (its description, one line per parameter and constraint).
+pub const SPACE_ATTR: &str = "hpo:space";
+
 /// Runs a study from [`StudyArgs`]. The experiment gives its defaults, its
 /// direction and pruner, and (for worker processes) how to size a trial;
 /// [`StudyRunner::run`] does the rest:
@@ -67,6 +71,8 @@ pub struct StudyRunner<'a> {
     sampler: Option<SamplerConfig>,
     workers: Option<(Arc<dyn MemoryEstimator>, Memory)>,
     space_check: Option<SpaceCheck<'a>>,
+    space_text: Option<String>,
+    allow_space_change: bool,
     warm_start: Vec<Params>,
     metric: String,
     quiet: bool,
@@ -101,6 +107,8 @@ impl<'a> StudyRunner<'a> {
             sampler: None,
             workers: None,
             space_check: None,
+            space_text: None,
+            allow_space_change: false,
             warm_start: Vec::new(),
             metric: "value".to_owned(),
             quiet: false,
@@ -177,8 +185,23 @@ impl<'a> StudyRunner<'a> {
     /// against the space `S` before any is enqueued: a name that is not a
     /// parameter, or a value outside the space, is refused with its name,
     /// and the study is left as it was.
+    ///
+    /// The space is also recorded in the study ([`SPACE_ATTR`]) when the
+    /// study is created, and a study resumed with a different space (other
+    /// ranges or choices, such as bounds computed from other data, or
+    /// edited code) is refused, naming the lines that differ, instead of
+    /// mixing trials of two spaces ([`StudyRunner::allow_space_change`]
+    /// lets it through).
     pub fn space<S: SearchSpace + 'a>(mut self) -> Self {
         self.space_check = Some(Box::new(check_enqueued::<S>));
+        self.space_text = Some(S::describe().to_string());
+        self
+    }
+
+    /// Resumes a study even when its recorded space differs from this run's
+    /// (and records this run's); default false.
+    pub fn allow_space_change(mut self, yes: bool) -> Self {
+        self.allow_space_change = yes;
         self
     }
 
@@ -378,6 +401,7 @@ impl<'a> StudyRunner<'a> {
             builder = hook(builder);
         }
         let study = builder.build()?;
+        self.check_space(&study)?;
         if !self.quiet {
             let before = study.trials()?.len();
             if before > 0 {
@@ -389,6 +413,44 @@ impl<'a> StudyRunner<'a> {
             }
         }
         Ok(study)
+    }
+
+    /// Records the space in a study that has none recorded; refuses one
+    /// recorded differently.
+    fn check_space(&self, study: &Study) -> Result<()> {
+        let Some(now) = &self.space_text else {
+            return Ok(());
+        };
+        let recorded = study.system_attrs()?.get(SPACE_ATTR).cloned();
+        match recorded.as_ref().and_then(|v| v.as_str()) {
+            Some(before) if before == now => return Ok(()),
+            Some(before) if !self.allow_space_change => {
+                let old: Vec<&str> = before.lines().collect();
+                let new: Vec<&str> = now.lines().collect();
+                let mut diff: Vec<String> = old
+                    .iter()
+                    .filter(|l| !new.contains(l))
+                    .map(|l| format!("  - {}", l.trim()))
+                    .collect();
+                diff.extend(
+                    new.iter()
+                        .filter(|l| !old.contains(l))
+                        .map(|l| format!("  + {}", l.trim())),
+                );
+                return Err(Error::InvalidConfig(format!(
+                    "study `{}` was created with another search space; resuming it would mix \
+                     trials of two spaces. Differences (- recorded, + this run):\n{}\n\
+                     Give another `--study` name, or restore the space it was created with",
+                    study.name(),
+                    diff.join("\n")
+                )));
+            }
+            _ => {}
+        }
+        let value = serde_json::Value::String(now.clone());
+        study
+            .storage()
+            .set_study_system_attr(study.id(), SPACE_ATTR, &value)
     }
 
     /// `--enqueue`'s configurations, else the warm start on a new study;

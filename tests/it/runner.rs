@@ -234,3 +234,62 @@ fn trials_run_in_worker_processes_from_the_flags() {
     );
     let _ = std::fs::remove_dir_all(db.parent().unwrap());
 }
+
+/// The same parameters as `Quadratic`, with `x` over another range: what a
+/// space with bounds computed from other data, or edited code, looks like.
+#[hpo::search_space]
+#[derive(Debug, Clone, PartialEq)]
+struct Wider {
+    #[param(float(-8.0..=8.0))]
+    x: f64,
+    #[param(choice(1, 2, 4))]
+    batch: u32,
+}
+
+#[test]
+fn a_study_resumed_with_another_space_is_refused() {
+    let (db, url) = temp_db("space", std::process::id());
+    let _ = std::fs::remove_file(&db);
+    let a = args(&["--storage", &url, "--jobs", "in-process", "--trials", "2"]);
+    runner(&a).run(objective).unwrap();
+    let recorded = Study::builder()
+        .name("quadratic")
+        .storage_url(&url)
+        .load()
+        .unwrap()
+        .system_attrs()
+        .unwrap();
+    assert!(recorded[hpo::cli::SPACE_ATTR]
+        .as_str()
+        .is_some_and(|s| s.contains("float[-4, 4]")));
+    let wider = |allow| {
+        StudyRunner::new(&a)
+            .default_study("quadratic")
+            .space::<Wider>()
+            .allow_space_change(allow)
+            .quiet(true)
+            .run(|trial| {
+                let w = Wider::sample(trial)?;
+                Ok(w.x * w.x)
+            })
+    };
+    let e = wider(false)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        e.contains("study `quadratic` was created with another search space"),
+        "{e}"
+    );
+    assert!(e.contains("- x") && e.contains("+ x"), "{e}");
+    let study = Study::builder()
+        .name("quadratic")
+        .storage_url(&url)
+        .load()
+        .unwrap();
+    assert_eq!(study.trials().unwrap().len(), 2, "nothing ran");
+    // Let through on purpose, the new space is recorded.
+    let done = wider(true).unwrap();
+    assert_eq!(done.summary.trials, 4);
+    let _ = std::fs::remove_dir_all(db.parent().unwrap());
+}
