@@ -852,12 +852,7 @@ mod tests {
         assert_eq!(record["trial"], best.number);
         let f1 = record["test_macro_f1"].as_f64().unwrap();
         assert!((0.0..=1.0).contains(&f1), "{record}");
-        for file in [
-            "model.mpk",
-            "model.json",
-            "model_config.json",
-            "tokenizer.json",
-        ] {
+        for file in hpo_burn::experiment::saved_model::EXPORTED_FILES {
             assert!(out.join(file).is_file(), "{file}");
         }
         let _ = std::fs::remove_dir_all(storage_dir(&args));

@@ -115,6 +115,14 @@ pub fn load_model<B: Backend>(
     })
 }
 
+/// The files [`export_model`] writes.
+pub const EXPORTED_FILES: [&str; 4] = [
+    "model.mpk",
+    "model.json",
+    "model_config.json",
+    "tokenizer.json",
+];
+
 /// Copies the model `trial` stored with [`save_model`] out of `store` into
 /// `dir`, with what is needed to use it elsewhere: `model.mpk` (burn's
 /// `NamedMpkFileRecorder` format at full precision), `model.json` (its
@@ -189,12 +197,7 @@ mod tests {
         assert_eq!(before, weights(&back.model), "the same weights");
         let out = dir.join("export");
         export_model(&store, &frozen, &tokenizer, &out).unwrap();
-        for file in [
-            "model.mpk",
-            "model.json",
-            "model_config.json",
-            "tokenizer.json",
-        ] {
+        for file in EXPORTED_FILES {
             assert!(out.join(file).is_file(), "{file}");
         }
         let _ = std::fs::remove_dir_all(&dir);
