@@ -3,7 +3,7 @@
 //! trials in this process or in worker processes admitted by memory, a line
 //! per trial, the progress bar, and the summary.
 
-use super::args::{Jobs, Params, StudyArgs};
+use super::args::{Jobs, Params, SamplerArg, StudyArgs};
 use super::summary::{state_label, Summary};
 use crate::artifact::{ArtifactStore, KeepArtifacts};
 use crate::executor::{self, Memory, MemoryEstimator, ProcessConfig};
@@ -314,7 +314,7 @@ impl<'a> StudyRunner<'a> {
         let seed = self.args.seed;
         match (&self.args.sampler, &self.sampler) {
             (Some(arg), _) => arg.config(seed).map_err(Error::InvalidConfig),
-            (None, Some(config)) => Ok(seed_unless_set(config.clone(), seed)),
+            (None, Some(config)) => seed_unless_set(config, seed),
             (None, None) => Ok(SamplerConfig::Tpe(TpeConfig::seeded(seed))),
         }
     }
@@ -331,8 +331,8 @@ impl<'a> StudyRunner<'a> {
         let jobs = self.jobs()?;
         let trials = self.args.trials.or(self.trials);
         let timeout = self.args.timeout.map(Duration::from_secs).or(self.timeout);
-        let study = self.open(jobs)?;
-        self.enqueue(&study)?;
+        let (study, earlier) = self.open(jobs)?;
+        self.enqueue(&study, earlier)?;
 
         let mut opts = Optimize::new();
         if let Some(n) = trials {
@@ -381,8 +381,9 @@ impl<'a> StudyRunner<'a> {
         })
     }
 
-    /// The study, created or resumed.
-    fn open(&mut self, jobs: Jobs) -> Result<Study> {
+    /// The study, created or resumed, and how many trials earlier runs left
+    /// in it.
+    fn open(&mut self, jobs: Jobs) -> Result<(Study, usize)> {
         let url = self.storage_url().to_owned();
         let sampler = self.sampler_config()?.init()?;
         let mut builder = Study::builder()
@@ -402,17 +403,15 @@ impl<'a> StudyRunner<'a> {
         }
         let study = builder.build()?;
         self.check_space(&study)?;
-        if !self.quiet {
-            let before = study.trials()?.len();
-            if before > 0 {
-                println!(
-                    "study `{}` in {}: {before} trials from earlier runs",
-                    study.name(),
-                    redact(&url)
-                );
-            }
+        let earlier = study.trials()?.len();
+        if !self.quiet && earlier > 0 {
+            println!(
+                "study `{}` in {}: {earlier} trials from earlier runs",
+                study.name(),
+                redact(&url)
+            );
         }
-        Ok(study)
+        Ok((study, earlier))
     }
 
     /// Records the space in a study that has none recorded; refuses one
@@ -455,11 +454,11 @@ impl<'a> StudyRunner<'a> {
 
     /// `--enqueue`'s configurations, else the warm start on a new study;
     /// every one is checked before any is enqueued.
-    fn enqueue(&self, study: &Study) -> Result<()> {
+    fn enqueue(&self, study: &Study, earlier: usize) -> Result<()> {
         let given = &self.args.enqueue;
         let list = if !given.is_empty() {
             given
-        } else if study.trials()?.is_empty() {
+        } else if earlier == 0 {
             &self.warm_start
         } else {
             return Ok(());
@@ -507,17 +506,19 @@ impl<'a> StudyRunner<'a> {
     }
 }
 
-/// `config` seeded with `seed` when it has no seed of its own.
-fn seed_unless_set(config: SamplerConfig, seed: u64) -> SamplerConfig {
-    let Ok(mut value) = serde_json::to_value(&config) else {
-        return config;
-    };
+/// `config` seeded with `seed` when it has no seed of its own (a typed
+/// config says so with `seed: None`), the way `--sampler` settings are.
+fn seed_unless_set(config: &SamplerConfig, seed: u64) -> Result<SamplerConfig> {
+    let mut value = serde_json::to_value(config)
+        .map_err(|e| Error::InvalidConfig(format!("sampler settings: {e}")))?;
     if let Some(fields) = value.as_object_mut() {
-        if fields.get("seed").is_some_and(|s| s.is_null()) {
-            fields.insert("seed".into(), seed.into());
+        if fields.get("seed").is_some_and(serde_json::Value::is_null) {
+            fields.remove("seed");
         }
     }
-    serde_json::from_value(value).unwrap_or(config)
+    SamplerArg::Config(value)
+        .config(seed)
+        .map_err(Error::InvalidConfig)
 }
 
 /// One line per finished trial: number, state, value, duration, the

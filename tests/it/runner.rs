@@ -293,3 +293,30 @@ fn a_study_resumed_with_another_space_is_refused() {
     assert_eq!(done.summary.trials, 4);
     let _ = std::fs::remove_dir_all(db.parent().unwrap());
 }
+
+#[test]
+fn an_experiments_default_sampler_is_seeded_by_the_flag_unless_it_has_a_seed() {
+    use hpo::sampler::{GpConfig, SamplerConfig};
+    let a = args(&["--seed", "7"]);
+    let unseeded = SamplerConfig::Gp(GpConfig {
+        seed: None,
+        ..GpConfig::default()
+    });
+    let config = runner(&a)
+        .default_sampler(unseeded)
+        .sampler_config()
+        .unwrap();
+    assert!(
+        matches!(&config, SamplerConfig::Gp(c) if c.seed == Some(7)),
+        "{config:?}"
+    );
+    let seeded = SamplerConfig::Gp(GpConfig {
+        seed: Some(3),
+        ..GpConfig::default()
+    });
+    let config = runner(&a).default_sampler(seeded).sampler_config().unwrap();
+    assert!(
+        matches!(&config, SamplerConfig::Gp(c) if c.seed == Some(3)),
+        "{config:?}"
+    );
+}
