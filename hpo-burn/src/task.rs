@@ -91,17 +91,7 @@ impl TextTask {
     /// Tokenizes any data set (for example a held-out test split that the
     /// task itself does not hold) with this task's tokenizer.
     pub fn encode_dataset(&self, data: &Dataset, max_len: usize) -> Result<Vec<EncodedExample>> {
-        let texts: Vec<&Text> = data.examples.iter().map(|e| &e.text).collect();
-        Ok(self
-            .tokenizer
-            .encode_all(&texts, max_len)?
-            .into_iter()
-            .zip(&data.examples)
-            .map(|(encoded, e)| EncodedExample {
-                encoded,
-                label: e.label,
-            })
-            .collect())
+        encode_with(&self.tokenizer, data, max_len)
     }
 
     /// Metrics of a trained (inference) `model` on `data`, encoded at
@@ -113,22 +103,61 @@ impl TextTask {
         max_len: usize,
         device: &B::Device,
     ) -> Result<Metrics> {
-        if data.classes != self.train.classes {
-            return Err(Error::Data(format!(
-                "evaluation classes {:?} differ from the task's {:?}",
-                data.classes, self.train.classes
-            )));
-        }
-        let examples = self.encode_dataset(data, max_len.min(model.max_position))?;
-        evaluate(
+        evaluate_with(
+            &self.tokenizer,
+            &self.train.classes,
             model,
-            &examples,
-            self.tokenizer.pad_id(),
-            self.train.classes.len(),
-            64,
+            data,
+            max_len,
             device,
         )
     }
+}
+
+/// `data` tokenized with `tokenizer`, cut at `max_len`.
+fn encode_with(
+    tokenizer: &TextTokenizer,
+    data: &Dataset,
+    max_len: usize,
+) -> Result<Vec<EncodedExample>> {
+    let texts: Vec<&Text> = data.examples.iter().map(|e| &e.text).collect();
+    Ok(tokenizer
+        .encode_all(&texts, max_len)?
+        .into_iter()
+        .zip(&data.examples)
+        .map(|(encoded, e)| EncodedExample {
+            encoded,
+            label: e.label,
+        })
+        .collect())
+}
+
+/// Metrics of a trained (inference) `model` on `data`, encoded at
+/// `max_len` with the `tokenizer` it was trained with. `data` must have the
+/// model's `classes`.
+pub(crate) fn evaluate_with<B: Backend>(
+    tokenizer: &TextTokenizer,
+    classes: &[String],
+    model: &BertClassifier<B>,
+    data: &Dataset,
+    max_len: usize,
+    device: &B::Device,
+) -> Result<Metrics> {
+    if data.classes != classes {
+        return Err(Error::Data(format!(
+            "evaluation classes {:?} differ from the model's {classes:?}",
+            data.classes
+        )));
+    }
+    let examples = encode_with(tokenizer, data, max_len.min(model.max_position))?;
+    evaluate(
+        model,
+        &examples,
+        tokenizer.pad_id(),
+        classes.len(),
+        64,
+        device,
+    )
 }
 
 /// The model-side choices of one trial.

@@ -3,8 +3,8 @@
 
 use super::saved_model::{load_model, SavedModel};
 use crate::data::Dataset;
-use crate::error::{Error, Result};
-use crate::task::TextTask;
+use crate::error::Result;
+use crate::task::{evaluate_with, TextTask};
 use crate::train::Metrics;
 use burn::tensor::backend::Backend;
 use hpo_core::artifact::ArtifactStore;
@@ -39,20 +39,15 @@ pub fn score_best<B: Backend>(
     };
     let saved = load_model::<B>(store, &trial, device)?;
     let task = task_of(&trial)?;
-    if saved.card.classes != task.train.classes {
-        return Err(Error::Data(format!(
-            "trial #{}'s model has classes {:?}, the task {:?}",
-            trial.number, saved.card.classes, task.train.classes
-        )));
-    }
-    let metrics = match &saved.tokenizer {
-        Some(tokenizer) => {
-            let mut own = (*task).clone();
-            own.tokenizer = tokenizer.clone();
-            own.evaluate(&saved.model, test, saved.card.max_len, device)?
-        }
-        None => task.evaluate(&saved.model, test, saved.card.max_len, device)?,
-    };
+    let tokenizer = saved.tokenizer.as_ref().unwrap_or(&task.tokenizer);
+    let metrics = evaluate_with(
+        tokenizer,
+        &saved.card.classes,
+        &saved.model,
+        test,
+        saved.card.max_len,
+        device,
+    )?;
     Ok(Some(HeldOut {
         trial,
         saved,
