@@ -45,8 +45,8 @@ use clap::Parser;
 use hpo::artifact::{ArtifactStore, KeepArtifacts};
 use hpo::cli::{StudyArgs, StudyRunner};
 use hpo::{
-    Direction, FrozenTrial, HyperbandConfig, PatientConfig, PatientPruner, Resource, SearchSpace,
-    Trial, TrialError,
+    ChoiceEnum, Direction, FrozenTrial, HyperbandConfig, PatientConfig, PatientPruner, Resource,
+    SearchSpace, Trial, TrialError,
 };
 use hpo_burn::burn::tensor::backend::AutodiffBackend;
 use hpo_burn::estimator::{Sizing, TrainingEstimator};
@@ -137,18 +137,18 @@ struct Args {
 impl Args {
     /// Defaults that depend on the mode: `--from-scratch` keeps the budget
     /// its figures were measured with.
-    fn pick<T>(&self, given: Option<T>, fine_tune: T, scratch: T) -> T {
-        given.unwrap_or(if self.from_scratch {
+    fn by_mode<T>(&self, fine_tune: T, scratch: T) -> T {
+        if self.from_scratch {
             scratch
         } else {
             fine_tune
-        })
+        }
     }
     fn epochs(&self) -> usize {
-        self.pick(self.epochs, 1, 2)
+        self.epochs.unwrap_or(self.by_mode(1, 2))
     }
     fn train_limit(&self) -> usize {
-        self.pick(self.train_limit, 1200, 500)
+        self.train_limit.unwrap_or(self.by_mode(1200, 500))
     }
 }
 
@@ -501,13 +501,9 @@ fn run<B: AutodiffBackend>(
     let scratch = args.from_scratch;
     let mut runner = StudyRunner::new(&args.study)
         .default_storage("sqlite:///criteria.db")
-        .default_study(if scratch {
-            "criteria-scratch"
-        } else {
-            "criteria"
-        })
-        .default_trials(args.pick(None, 8, 20))
-        .default_timeout(Duration::from_secs(args.pick(None, 420, 540)))
+        .default_study(args.by_mode("criteria", "criteria-scratch"))
+        .default_trials(args.by_mode(8, 20))
+        .default_timeout(Duration::from_secs(args.by_mode(420, 540)))
         .direction(Direction::Maximize)
         .pruner(pruner(args)?)
         .metric("macro-F1")
@@ -605,12 +601,19 @@ fn estimator(args: &Args, backbones: &Arc<Backbones>) -> TrainingEstimator {
 }
 // ANCHOR_END: study
 
-/// The backbone a stored trial fine-tuned (its `backbone` parameter).
+/// The backbone a stored trial fine-tuned (its `backbone` parameter, by
+/// the variant's name).
 fn backbone_of(t: &FrozenTrial) -> Backbone {
-    match t.params().get("backbone").map(|v| v.to_string()) {
-        Some(v) if v.contains("Light") => Backbone::Light,
-        _ => Backbone::Heavy,
-    }
+    let params = t.params();
+    let name = params
+        .get("backbone")
+        .and_then(hpo::ParamValue::as_choice)
+        .and_then(hpo::Choice::as_str);
+    Backbone::NAMES
+        .iter()
+        .position(|n| Some(*n) == name)
+        .and_then(Backbone::from_index)
+        .unwrap_or(Backbone::Heavy)
 }
 
 /// `--save-best`: the best trial's stored model, with what is needed to
