@@ -16,7 +16,9 @@ use hpo::cli::{StudyArgs, StudyRunner};
 use hpo::{Direction, MedianPruner, SearchSpace, Trial, TrialError};
 use hpo_burn::burn::tensor::backend::AutodiffBackend;
 use hpo_burn::estimator::{Sizing, TrainingEstimator};
-use hpo_burn::experiment::{checkpoints, fine_tune, score_best, DeviceArg, OnBackend, Splits};
+use hpo_burn::experiment::{
+    checkpoints, fine_tune, light_and_heavy, score_best, DeviceArg, OnBackend, Splits,
+};
 use hpo_burn::{Pooling, Preset, RunSpec, TextTask, TrainConfig, TsvSpec};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -141,16 +143,11 @@ fn run(args: &Args) -> anyhow::Result<()> {
     let tweets = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/vader/tweets.tsv");
     let spec = TsvSpec::single("text", "label").with_positive("neg");
     let splits = Splits::load(&tweets, &spec, 0.1, 0.1, args.train_limit, args.study.seed)?;
-    let [checkpoint] = &checkpoints(&[])?[..] else {
-        anyhow::bail!("one checkpoint expected")
-    };
+    // all-MiniLM-L6-v2 from the cache; its first 3 layers are the "light" backbone.
+    let classes = splits.train.classes.len();
+    let (light, _) = light_and_heavy(&checkpoints(&[])?, 3, classes)?;
     let (train, valid) = (splits.train.clone(), splits.valid.clone());
-    let task = Arc::new(TextTask::new(
-        train,
-        valid,
-        Some(checkpoint.clone().truncated(3)?),
-        0,
-    )?);
+    let task = Arc::new(TextTask::new(train, valid, Some(light), 0)?);
     args.device.run(Finetune { args, task, splits })?
 }
 // ANCHOR_END: main
