@@ -12,8 +12,12 @@
 #   2. tiny: one small from-scratch trial on cuda:0 in a worker process;
 #   3. bench: hpo-burn training tokens/s (BERT-base 32x512, BERT-large
 #      16x384; f32 and bf16) and the PyTorch reference on the same shapes
-#      (fp32, tf32, bf16 autocast), same call; the same benchmark built with
-#      burn's fusion and autotuning runs last (3b: slowest to compile);
+#      (fp32, tf32, bf16 autocast), same call; profile (3c): a few steps of
+#      BERT-base 32x512 with cubecl's kernel profiler on, every kernel's
+#      device time logged (summed by kernel in the summary); the benchmark
+#      built with burn's autotuning (autotune: BERT-base f32) and with
+#      fusion too (fused, when the kit has it) run last (3b: slowest to
+#      compile and benchmark);
 #   4. oom: a ballast process holds all but BALLAST_KEEP_GIB of the card,
 #      and a trial enqueued at micro-batch 64 x 384 (BERT-base) must end
 #      COMPLETE after relaunches at smaller micro-batches;
@@ -26,7 +30,7 @@
 # ends the check early; a tiny trial that fails skips the other study steps
 # (they would fail the same way) but not the training benchmark, whose
 # per-step timings say where the time went. CHECK_STEPS (default
-# "tiny bench fused torch oom jobs") runs a subset, for a second call after
+# "tiny bench autotune torch profile oom jobs fused") runs a subset, for a second call after
 # a fix; the runtime step always runs. Every step's limit is cut to what is
 # left of CHECK_DEADLINE seconds, so a call always ends with its summary.
 set -uo pipefail
@@ -40,7 +44,7 @@ WORK=$(mktemp -d /tmp/hpo-gpu-check.XXXXXX)
 LOGS=$WORK/logs
 mkdir -p "$LOGS"
 T0=$SECONDS
-CHECK_STEPS=" ${CHECK_STEPS:-tiny bench fused torch oom jobs} "
+CHECK_STEPS=" ${CHECK_STEPS:-tiny bench autotune torch profile oom jobs fused} "
 CHECK_DEADLINE=${CHECK_DEADLINE:-540}
 want() { [[ "$CHECK_STEPS" == *" $1 "* ]]; }
 tmo() {
@@ -171,12 +175,13 @@ if want tiny; then
 fi
 
 # --- 3. training speed ---------------------------------------------------------
-bench() { # name binary
-    say "3. $1: hpo-burn training speed ($SHAPES; $PRECISIONS)"
+bench() { # name binary [seconds shapes precisions]
+    local shapes=${4:-$SHAPES} precisions=${5:-$PRECISIONS}
+    say "3. $1: hpo-burn training speed ($shapes; $precisions)"
     mkdir -p "$LOGS/$1"
     # The example rewrites its JSON after every row: a step cut short keeps what ran.
-    RUST_LOG=$STEP_LOG timeout "$(tmo 150)" "$BIN/$2" --device "$DEVICE" --shapes "$SHAPES" \
-        --precisions "$PRECISIONS" --steps "$STEPS" --out "$LOGS/$1" >"$LOGS/$1.log" 2>&1
+    RUST_LOG=$STEP_LOG timeout "$(tmo "${3:-150}")" "$BIN/$2" --device "$DEVICE" --shapes "$shapes" \
+        --precisions "$precisions" --steps "$STEPS" --out "$LOGS/$1" >"$LOGS/$1.log" 2>&1
     status "$1" $?
     say "   $(grep -c . "$LOGS/cubecl_compile.log" 2>/dev/null || echo 0) kernels compiled so far"
 }
@@ -193,6 +198,30 @@ elif [ $DRY = 0 ] || python3 -c 'import torch, transformers' 2>/dev/null; then
 else
     say "   PyTorch reference skipped: no torch/transformers in this python3 (as in CI)"
     status torch skipped
+fi
+
+# --- 3c. where the device time goes ------------------------------------------------
+if ! want profile; then
+    :
+elif [ $DRY = 0 ]; then
+    # cubecl's profiler times every kernel on the device (each launch waits
+    # for the one before, so the step's wall time means nothing here) and
+    # logs one line per kernel; summary.py sums them by kernel. cubecl reads
+    # cubecl.toml from the working directory: this step runs from its own.
+    say "3c. profile: BERT-base 32x512 f32, cubecl's kernel profiler"
+    mkdir -p "$WORK/profile" "$LOGS/profile"
+    cat >"$WORK/profile/cubecl.toml" <<EOF
+[profiling.logger]
+level = "basic"
+file = "$LOGS/cubecl_profile.log"
+EOF
+    (cd "$WORK/profile" && RUST_LOG=warn timeout "$(tmo 120)" "$BIN/gpu_training" --device "$DEVICE" \
+        --shapes "${PROFILE_SHAPE:-base:32x512}" --precisions f32 --steps 2 --out "$LOGS/profile" \
+        >"$LOGS/profile.log" 2>&1)
+    status profile $?
+else
+    say "3c. profile: skipped in a dry run (cubecl's profiler times device kernels)"
+    status profile skipped
 fi
 
 # --- 4. a forced real OOM --------------------------------------------------------
@@ -251,7 +280,11 @@ for jobs in auto 2; do
     status "jobs_$jobs" $rc
 done
 
-# --- 3b. the benchmark with fusion, last: its kernels take longest to compile ---------
+# --- 3b. the benchmark with autotuning, then with fusion, last: their kernels take -----
+# longest to compile and benchmark (autotuning: BERT-base f32 by default).
+if want autotune && [ -x "$BIN/gpu_training_autotune" ]; then
+    bench autotune gpu_training_autotune 180 "${AUTOTUNE_SHAPES:-${SHAPES%%,*}}" "${AUTOTUNE_PRECISIONS:-f32}"
+fi
 if want fused && [ -x "$BIN/gpu_training_fused" ]; then
     bench fused gpu_training_fused
 fi

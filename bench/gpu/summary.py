@@ -84,14 +84,14 @@ def card(out):
 
 
 def bench_ratios(out):
-    runs = [load_json(os.path.join(out, d, "gpu_training.json")) or {} for d in ("bench", "fused")]
+    runs = [load_json(os.path.join(out, d, "gpu_training.json")) or {} for d in ("bench", "autotune", "fused")]
     ours = next((r for r in runs if r.get("card")), runs[0])
     torch = load_json(os.path.join(out, "torch_bench.json")) or {}
     ref = {(r["preset"], r["batch"], r["len"], r["mode"]): r["tokens_per_s"] for r in torch.get("rows", [])}
     rows = []
     for r in (row for run in runs for row in run.get("rows", [])):
         key = (r.get("preset"), r.get("batch"), r.get("len"))
-        row = {k: r.get(k) for k in ("preset", "batch", "len", "precision", "fusion", "tokens_per_s",
+        row = {k: r.get(k) for k in ("preset", "batch", "len", "precision", "fusion", "autotune", "tokens_per_s",
                                      "mfu_vs_f32", "mfu_vs_tf32", "mfu_vs_bf16",
                                      "peak_device_bytes", "nvml_process_peak_bytes",
                                      "estimate_bytes", "first_epoch_seconds", "error")}
@@ -105,10 +105,60 @@ def bench_ratios(out):
                    else "tf32" if (ours.get("matmul_f32_relative_error") or 0) >= 1e-5 else "fp32")
         row["matched_torch_mode"] = matched
         row["ratio_vs_torch_matched"] = row.get(f"ratio_vs_torch_{matched}") if matched else None
+        row["variant"] = variant(r)
         rows.append(row)
     return {"card": ours.get("card"), "matmul_f32_relative_error": ours.get("matmul_f32_relative_error"),
             "matmul_f32_arithmetic": ours.get("matmul_f32_arithmetic"),
             "torch": torch.get("torch"), "torch_device": torch.get("device"), "rows": rows}
+
+
+def variant(r):
+    """Which build of the benchmark made a row: burn's defaults, autotuning, fusion."""
+    return "fused" if r.get("fusion") else "autotune" if r.get("autotune") else "plain"
+
+
+UNITS = {"ns": 1e-9, "µs": 1e-6, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def kernel_class(name):
+    """A coarse kind for a kernel's name, to say what dominates."""
+    n = name.lower()
+    for kind, keys in (("matmul", ("matmul", "mma", "gemm")), ("reduce", ("reduce", "argmax", "sum", "mean")),
+                       ("copy / layout", ("contiguous", "copy", "slice", "cat", "gather", "scatter", "select", "permute")),
+                       ("random (dropout)", ("random", "bernoulli", "uniform", "prng")),
+                       ("elementwise", ("unary", "binary", "elemwise", "cmp", "mask", "clamp", "cast", "fill", "powf", "exp", "erf"))):
+        if any(k in n for k in keys):
+            return kind
+    return "other"
+
+
+def profile(out):
+    """cubecl's per-kernel device times from the profile step, summed by kernel."""
+    by = {}
+    for line in read(os.path.join(out, "cubecl_profile.log")).splitlines():
+        m = re.match(r"^\|\s*([0-9.]+)(ns|µs|us|ms|s)\s*\|\s*(.+?)\s*$", line)
+        if not m:
+            continue
+        secs = float(m.group(1)) * UNITS[m.group(2)]
+        k = by.setdefault(m.group(3), [0.0, 0])
+        k[0] += secs
+        k[1] += 1
+    total = sum(v[0] for v in by.values())
+    if not total:
+        return {"ran": False}
+    kernels = sorted(({"name": n, "seconds": v[0], "launches": v[1], "share": v[0] / total}
+                      for n, v in by.items()), key=lambda k: -k["seconds"])
+    classes = {}
+    for k in kernels:
+        c = classes.setdefault(kernel_class(k["name"]), {"seconds": 0.0, "launches": 0})
+        c["seconds"] += k["seconds"]
+        c["launches"] += k["launches"]
+    for c in classes.values():
+        c["share"] = c["seconds"] / total
+    run = load_json(os.path.join(out, "profile", "gpu_training.json")) or {}
+    return {"ran": True, "kernel_seconds": total, "launches": sum(k["launches"] for k in kernels),
+            "classes": dict(sorted(classes.items(), key=lambda kv: -kv[1]["seconds"])),
+            "top": kernels[:25], "rows": run.get("rows", [])}
 
 
 def oom_step(work):
@@ -209,12 +259,13 @@ def main():
         "runtime": read(os.path.join(out, "runtime.log")).strip().splitlines()[-1:],
         "tiny": [label(t) for t in trials(os.path.join(work, "tiny.db"))],
         "bench": bench_ratios(out),
+        "profile": profile(out),
         "oom": oom_step(work),
         "jobs": {j: jobs_step(out, work, j, budget_gib) for j in ("auto", "2")},
         "peaks": peaks(work),
     }
     summary["forced_oom_recovered"] = summary["oom"].get("forced_oom_recovered")
-    summary["ratio_vs_torch"] = {f'{r["preset"]} {r["batch"]}x{r["len"]} {r["precision"]}{" fused" if r.get("fusion") else ""}': r.get("ratio_vs_torch_matched")
+    summary["ratio_vs_torch"] = {f'{r["preset"]} {r["batch"]}x{r["len"]} {r["precision"]}{"" if r["variant"] == "plain" else " " + r["variant"]}': r.get("ratio_vs_torch_matched")
                                  for r in summary["bench"]["rows"]}
     with open(os.path.join(out, "gpu_check.json"), "w") as f:
         json.dump(summary, f, indent=1)
@@ -230,16 +281,24 @@ def main():
            f"Tiny trial: {summary['tiny']}", "",
            f"f32 matrix products: relative error {fmt(summary['bench']['matmul_f32_relative_error'], '{:.1e}')} "
            f"({summary['bench']['matmul_f32_arithmetic']})", "",
-           "| model | batch x len | precision | fusion | tokens/s | torch fp32 | torch tf32 | torch bf16 | ratio (matched) | MFU | peak GiB | NVML GiB | estimate GiB |",
+           "| model | batch x len | precision | build | tokens/s | torch fp32 | torch tf32 | torch bf16 | ratio (matched) | MFU | peak GiB | NVML GiB | estimate GiB |",
            "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in summary["bench"]["rows"]:
         mfu = r.get("mfu_vs_bf16") or (r.get("mfu_vs_tf32") if r.get("matched_torch_mode") == "tf32" else r.get("mfu_vs_f32"))
         gib = lambda b: fmt(b / GIB if b else None, "{:.2f}")
-        md.append(f"| {r['preset']} | {r['batch']} x {r['len']} | {r['precision']} | {'yes' if r.get('fusion') else 'no'} | {fmt(r['tokens_per_s'], '{:.0f}')} | "
+        md.append(f"| {r['preset']} | {r['batch']} x {r['len']} | {r['precision']} | {r['variant']} | {fmt(r['tokens_per_s'], '{:.0f}')} | "
                   f"{fmt(r.get('torch_fp32_tokens_per_s'), '{:.0f}')} | {fmt(r.get('torch_tf32_tokens_per_s'), '{:.0f}')} | "
                   f"{fmt(r.get('torch_bf16_tokens_per_s'), '{:.0f}')} | {fmt(r.get('ratio_vs_torch_matched'), '{:.2f}')} "
                   f"({r.get('matched_torch_mode')}) | {fmt(mfu * 100 if mfu else None, '{:.1f}%')} | "
                   f"{gib(r.get('peak_device_bytes'))} | {gib(r.get('nvml_process_peak_bytes'))} | {gib(r.get('estimate_bytes'))} |")
+    pr = summary["profile"]
+    if pr.get("ran"):
+        md += ["", f"Profile (cubecl's kernel profiler, BERT-base f32, every step): {pr['launches']} launches, "
+                   f"{pr['kernel_seconds']:.2f} s of device time", "",
+               "| kind | device s | share | launches |", "| --- | ---: | ---: | ---: |"]
+        md += [f"| {c} | {v['seconds']:.3f} | {v['share'] * 100:.1f}% | {v['launches']} |" for c, v in pr["classes"].items()]
+        md += ["", "| kernel | device s | share | launches |", "| --- | ---: | ---: | ---: |"]
+        md += [f"| `{k['name'][:120]}` | {k['seconds']:.3f} | {k['share'] * 100:.1f}% | {k['launches']} |" for k in pr["top"][:15]]
     o = summary["oom"]
     md += ["", f"Forced OOM: recovered {o.get('forced_oom_recovered')}, states {o.get('states')}, "
                f"study went on {o.get('study_went_on')}, complete with a meaningless score {o.get('complete_with_meaningless_score')}"]

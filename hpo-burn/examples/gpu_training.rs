@@ -272,6 +272,7 @@ fn bench<B: AutodiffBackend>(
         };
         row["precision"] = json!(label);
         row["fusion"] = json!(cfg!(feature = "cuda-fusion"));
+        row["autotune"] = json!(cfg!(feature = "cuda-autotune"));
         if let (Some((f32_peak, tf32_peak, bf16_peak)), Some(tps), Some(fpt)) = (
             card,
             row["tokens_per_s"].as_f64(),
@@ -363,6 +364,7 @@ fn main() -> anyhow::Result<()> {
     let out = json!({
         "device": args.device,
         "fusion": cfg!(feature = "cuda-fusion"),
+        "autotune": cfg!(feature = "cuda-autotune"),
         "card": card_name,
         "matmul_f32_relative_error": probe,
         "matmul_f32_arithmetic": probe_kind,
