@@ -70,7 +70,7 @@ else
     DEVICE=cuda:0
     BIN=$WORK/bin
     SHAPES=${BENCH_SHAPES:-base:32x512,large:16x384}
-    PRECISIONS=f32,half
+    PRECISIONS=${BENCH_PRECISIONS:-f32,half}
     STEPS=${BENCH_STEPS:-6}
     JOB_SECONDS=${JOB_SECONDS:-40}
     BUDGET_GIB=24

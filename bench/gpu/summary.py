@@ -126,7 +126,7 @@ def kernel_class(name):
     for kind, keys in (("matmul", ("matmul", "mma", "gemm")), ("reduce", ("reduce", "argmax", "sum", "mean")),
                        ("copy / layout", ("contiguous", "copy", "slice", "cat", "gather", "scatter", "select", "permute")),
                        ("random (dropout)", ("random", "bernoulli", "uniform", "prng")),
-                       ("elementwise", ("unary", "binary", "elemwise", "cmp", "mask", "clamp", "cast", "fill", "powf", "exp", "erf"))):
+                       ("elementwise", ("unary", "binary", "binop", "elemwise", "full", "cmp", "mask", "clamp", "cast", "fill", "powf", "exp", "erf"))):
         if any(k in n for k in keys):
             return kind
     return "other"

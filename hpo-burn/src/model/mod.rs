@@ -9,6 +9,7 @@
 
 mod config;
 pub mod cpu_ops;
+pub mod device_ops;
 mod dropout;
 mod encoder;
 

@@ -119,7 +119,7 @@ pub(super) fn flex_tensor(values: Vec<f32>, shape: burn::tensor::Shape) -> FlexT
 
 /// Helpers for the ops' tests.
 #[cfg(test)]
-pub(super) mod test_support {
+pub(in crate::model) mod test_support {
     use burn::tensor::backend::Backend;
     use burn::tensor::Tensor;
 

@@ -15,7 +15,8 @@ use burn_flex::{Flex, FlexTensor};
 /// Layer norm over the last dimension with `norm`'s weights and `eps`:
 /// hpo's fused, threaded kernels on the CPU backend (burn's autodiff backend
 /// computes it as about eight ops forward and fifteen backward, each over
-/// the whole tensor on one thread), burn's `LayerNorm` elsewhere. `eps` is
+/// the whole tensor on one thread), burn's `LayerNorm` elsewhere (over
+/// [`crate::model::device_ops::layer_norm`]'s view of the rows). `eps` is
 /// the one `norm` was made with (burn keeps it private).
 pub fn layer_norm<B: Backend, const D: usize>(
     norm: &LayerNorm<B>,
@@ -34,7 +35,7 @@ pub fn layer_norm<B: Backend, const D: usize>(
             record(LayerNormBackward, [&x, &gamma, &beta], state, y)
         },
         |[x, gamma, beta]| layer_norm_forward(x, gamma, beta, eps).0,
-        |(x, _, _)| norm.forward(x),
+        |(x, _, _)| crate::model::device_ops::layer_norm(norm, x),
     )
 }
 

@@ -19,8 +19,8 @@ use burn_flex::{Flex, FlexTensor};
 /// multiplies by a transposed copy of `W` made on every core: given `W`'s
 /// transposed view, as burn's backward pass does, gemm first repacks the
 /// whole of `W` on the calling thread, which left the other core idle (the
-/// book's performance page). burn's `Linear` elsewhere, and for a layer
-/// without a bias.
+/// book's performance page). Elsewhere [`crate::model::device_ops::linear`];
+/// burn's `Linear` for a layer without a bias.
 pub fn linear<B: Backend>(layer: &Linear<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
     let Some(bias) = &layer.bias else {
         return layer.forward(x);
@@ -33,7 +33,7 @@ pub fn linear<B: Backend>(layer: &Linear<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
             record(LinearBackward, [&x, &w, &b], state, y)
         },
         |[x, w, b]| linear_forward(x, w, b),
-        |(x, _, _)| layer.forward(x),
+        |(x, _, _)| crate::model::device_ops::linear(layer, x),
     )
 }
 

@@ -9,7 +9,8 @@
 //! (evaluation), [`linear`], [`embed`], [`gelu`], [`layer_norm`], [`split_heads`],
 //! [`merge_heads`], [`attention_probs`] and [`dropout`] run [`crate::kernels`]' threaded kernels instead, each
 //! registered with burn's autodiff graph as one op whose backward pass is
-//! one fused kernel too. On any other backend (CUDA) they are burn's ops.
+//! one fused kernel too. On any other backend (CUDA) they are burn's ops
+//! (linear layers and layer norm as [`super::device_ops`] arranges them).
 //!
 //! Which backend a tensor lives on is a type, known at compile time but not
 //! expressible as a bound the model could carry without every user naming
@@ -20,7 +21,7 @@ mod attention;
 mod dropout;
 mod embed;
 mod gelu;
-mod graph;
+pub(super) mod graph;
 mod heads;
 mod layer_norm;
 mod linear;
