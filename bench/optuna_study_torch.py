@@ -117,13 +117,25 @@ def evaluate(model, tokenizer, texts, labels, max_len):
     return macro_f1(predicted, labels, 2), correct / max(len(labels), 1)
 
 
+def lengths(tokenizer, texts, percentiles, cap):
+    """criteria's `Lengths`: token lengths (special tokens included) at
+    nearest-rank percentiles of the training texts, rounded up to a multiple
+    of 8, capped by the checkpoint."""
+    counts = sorted(len(ids) for ids in tokenizer(list(texts))["input_ids"])
+    out = {}
+    for p in percentiles:
+        raw = max(counts[max(math.ceil(p * len(counts) / 100), 1) - 1], 1)
+        out[p] = min(math.ceil(raw / 8) * 8, cap)
+    return out
+
+
 def warm_start():
     """criteria's `warm_start()`: the full checkpoint at a common setting."""
     return {
         "backbone": "Heavy",
         "lr": 8e-5,
         "batch_size": 16,
-        "max_len": 48,
+        "length_pct": 90,
         "grad_accum": 1,
         "head_layers": 0,
         "dropout": 0.1,
@@ -163,23 +175,27 @@ def main():
     tokenizer = BertTokenizerFast.from_pretrained(a.checkpoint)
     n, counts = len(train[1]), [train[1].count(c) for c in (0, 1)]
     class_weights = torch.tensor([n / (2 * max(c, 1)) for c in counts], dtype=torch.float32)
-    layers = BertModel.from_pretrained(a.checkpoint).config.num_hidden_layers
+    config = BertModel.from_pretrained(a.checkpoint).config
+    layers = config.num_hidden_layers
+    length_of = lengths(tokenizer, train[0], (50, 90, 99), config.max_position_embeddings)
+    print(f"lengths: {length_of}", flush=True)
     best = {"value": -math.inf}
 
     def objective(trial):
         backbone = trial.suggest_categorical("backbone", ["Light", "Heavy"])
         lr = trial.suggest_float("lr", 1e-5, 2e-4, log=True)
         batch_size = trial.suggest_categorical("batch_size", [8, 16, 32])
-        max_len = trial.suggest_categorical("max_len", [32, 48, 64])
+        length_pct = trial.suggest_categorical("length_pct", [50, 90, 99])
         grad_accum = trial.suggest_categorical("grad_accum", [1, 2])
         head_layers = trial.suggest_int("head_layers", 0, 1)
         head_width = trial.suggest_categorical("head_width", [128, 256]) if head_layers else 0
         dropout = trial.suggest_float("dropout", 0.0, 0.2)
         warmup = trial.suggest_float("warmup", 0.0, 0.2)
         weight_decay = trial.suggest_float("weight_decay", 1e-3, 1e-1, log=True)
-        if backbone == "Heavy" and (batch_size > 16 or max_len > 48):
+        if backbone == "Heavy" and (batch_size > 16 or length_pct > 90):
             trial.set_user_attr("clamped_to_heavy_rule", True)
-            batch_size, max_len = min(batch_size, 16), min(max_len, 48)
+            batch_size, length_pct = min(batch_size, 16), min(length_pct, 90)
+        max_len = length_of[length_pct]
 
         seed = a.seed + trial.number
         torch.manual_seed(seed)

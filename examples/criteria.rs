@@ -51,7 +51,8 @@ use hpo::{
 use hpo_burn::burn::tensor::backend::AutodiffBackend;
 use hpo_burn::estimator::{Sizing, TrainingEstimator};
 use hpo_burn::experiment::{
-    checkpoints, export_model, fine_tune, light_and_heavy, score_best, DeviceArg, OnBackend, Splits,
+    checkpoints, export_model, fine_tune, light_and_heavy, score_best, DeviceArg, Lengths,
+    OnBackend, Splits,
 };
 use hpo_burn::{Dataset, Pooling, Preset, RunSpec, TextTask, TrainConfig, TsvSpec};
 use std::path::{Path, PathBuf};
@@ -169,13 +170,16 @@ impl Backbone {
 
 /// One fine-tuning trial's hyperparameters. Ranges are the usual ones for
 /// fine-tuning BERT-sized models (learning rate 1e-5..2e-4, short warm-up,
-/// light weight decay), with lengths and batches sized for tweets (about 25
-/// tokens on average) on a CPU. The seed study's heavy-model rule (heavy =>
-/// batch <= 16, length <= 384 of 512) becomes heavy => batch <= 16, length
-/// <= 48 of 64: one constraint line, which narrows the support at sampling
-/// time while the stored distributions stay the declared ones.
+/// light weight decay), with batches sized for a CPU. The sequence length is
+/// a percentile of the training texts' token lengths (50th, 90th, 99th;
+/// [`Lengths`] turns it into tokens at start-up, capped by the checkpoint),
+/// so the space fits tweets and news articles alike. The seed study's
+/// heavy-model rule (heavy => batch <= 16, length <= 384 of 512) becomes
+/// heavy => batch <= 16, length at most the 90th percentile: one constraint
+/// line, which narrows the support at sampling time while the stored
+/// distributions stay the declared ones.
 #[hpo::search_space]
-#[constraint(if backbone.is_heavy() { batch_size <= 16, max_len <= 48 })]
+#[constraint(if backbone.is_heavy() { batch_size <= 16, length_pct <= 90 })]
 #[derive(Debug, Clone, PartialEq)]
 struct FineTune {
     #[param(choice)]
@@ -184,8 +188,8 @@ struct FineTune {
     lr: f64,
     #[param(choice(8, 16, 32))]
     batch_size: usize,
-    #[param(choice(32, 48, 64))]
-    max_len: usize,
+    #[param(choice(50, 90, 99))]
+    length_pct: u32,
     #[param(choice(1, 2))]
     grad_accum: usize,
     #[param(int(0..=1))]
@@ -202,9 +206,9 @@ struct FineTune {
 
 /// The from-scratch study (`--from-scratch`): tiny and mini presets on the
 /// CPU, base and large with a GPU; learning rates for training from random
-/// initialisation.
+/// initialisation; lengths as in [`FineTune`], one percentile more.
 #[hpo::search_space]
-#[constraint(if backbone.is_heavy() { batch_size <= 32, max_len <= 48 })]
+#[constraint(if backbone.is_heavy() { batch_size <= 32, length_pct <= 90 })]
 #[derive(Debug, Clone, PartialEq)]
 struct FromScratch {
     #[param(choice)]
@@ -213,8 +217,8 @@ struct FromScratch {
     lr: f64,
     #[param(choice(16, 32, 48, 64))]
     batch_size: usize,
-    #[param(choice(32, 48, 64, 96))]
-    max_len: usize,
+    #[param(choice(50, 75, 90, 99))]
+    length_pct: u32,
     #[param(choice(1, 2))]
     grad_accum: usize,
     #[param(int(0..=2))]
@@ -236,7 +240,7 @@ fn warm_start() -> FineTune {
         backbone: Backbone::Heavy,
         lr: 8e-5,
         batch_size: 16,
-        max_len: 48,
+        length_pct: 90,
         grad_accum: 1,
         head_layers: 0,
         head_width: None,
@@ -252,6 +256,8 @@ struct Backbones {
     heavy: Arc<TextTask>,
     /// From scratch: the presets standing in for light and heavy.
     presets: Option<(Preset, Preset)>,
+    /// Token lengths at the spaces' percentiles of the training texts.
+    lengths: Lengths,
 }
 
 impl Backbones {
@@ -281,7 +287,7 @@ fn sample_run(
                 c.backbone,
                 c.lr,
                 c.batch_size,
-                c.max_len,
+                c.length_pct,
                 c.grad_accum,
                 c.head_layers,
                 c.head_width.unwrap_or(0),
@@ -291,19 +297,16 @@ fn sample_run(
             )
         }};
     }
-    let (backbone, lr, batch, max_len, accum, head_layers, head_width, dropout, warmup, decay) =
+    let (backbone, lr, batch, pct, accum, head_layers, head_width, dropout, warmup, decay) =
         if args.from_scratch {
             plan!(FromScratch::sample(trial)?)
         } else {
             plan!(FineTune::sample(trial)?)
         };
-    // From scratch on a GPU: BERT-base/large and 4x the lengths, as the
-    // seed study did.
-    let len_factor = if args.from_scratch && !args.device.is_cpu() {
-        4
-    } else {
-        1
-    };
+    let max_len = backbones
+        .lengths
+        .tokens(pct)
+        .ok_or_else(|| TrialError::Failed(format!("no length measured at percentile {pct}")))?;
     let spec = RunSpec {
         // Ignored when the task has a checkpoint: its dimensions win.
         preset: backbones
@@ -323,7 +326,7 @@ fn sample_run(
             learning_rate: lr,
             micro_batch: batch,
             accumulation: accum,
-            max_len: max_len * len_factor,
+            max_len,
             warmup_ratio: warmup,
             weight_decay: decay,
             patience: Some(2),
@@ -414,10 +417,13 @@ fn backbones(args: &Args, train: Dataset, valid: Dataset) -> anyhow::Result<Back
             None,
             hpo_burn::DEFAULT_TRAINED_VOCAB,
         )?);
+        // BERT's 512 positions bound a model made from scratch.
+        let lengths = lengths(&task, &[50, 75, 90, 99], 512)?;
         return Ok(Backbones {
             light: Arc::clone(&task),
             heavy: task,
             presets: Some(presets),
+            lengths,
         });
     }
     let classes = train.classes.len();
@@ -436,11 +442,24 @@ fn backbones(args: &Args, train: Dataset, valid: Dataset) -> anyhow::Result<Back
             );
         }
     }
+    let cap = heavy.config.max_position_embeddings;
+    let heavy = Arc::new(TextTask::new(train.clone(), valid.clone(), Some(heavy), 0)?);
     Ok(Backbones {
-        light: Arc::new(TextTask::new(train.clone(), valid.clone(), Some(light), 0)?),
-        heavy: Arc::new(TextTask::new(train, valid, Some(heavy), 0)?),
+        light: Arc::new(TextTask::new(train, valid, Some(light), 0)?),
+        lengths: lengths(&heavy, &[50, 90, 99], cap)?,
+        heavy,
         presets: None,
     })
+}
+
+/// The sequence lengths at the space's percentiles of the training texts'
+/// token lengths, said once at start-up.
+fn lengths(task: &TextTask, percentiles: &[u32], cap: usize) -> anyhow::Result<Lengths> {
+    let lengths = Lengths::of(task, percentiles, cap)?;
+    if !hpo::executor::is_worker() {
+        println!("lengths: {}", lengths.describe("length_pct"));
+    }
+    Ok(lengths)
 }
 // ANCHOR_END: data
 
@@ -519,6 +538,9 @@ fn run<B: AutodiffBackend>(
             }
             config
         });
+    // Recorded with the space: resumed on data that gives other lengths,
+    // the study is refused instead of mixing trials of two spaces.
+    runner = runner.space_data(backbones.lengths.describe("length_pct"));
     runner = if scratch {
         runner.space::<FromScratch>()
     } else {
@@ -673,8 +695,8 @@ mod tests {
                 let c = FineTune::sample(&mut trial).unwrap();
                 if c.backbone.is_heavy() {
                     heavy += 1;
-                    assert!(c.batch_size <= 16 && c.max_len <= 48, "{c:?}");
-                } else if c.max_len > 48 || c.batch_size > 16 {
+                    assert!(c.batch_size <= 16 && c.length_pct <= 90, "{c:?}");
+                } else if c.length_pct > 90 || c.batch_size > 16 {
                     light_long += 1;
                 }
                 assert!((1e-5..=2e-4).contains(&c.lr), "{c:?}");
@@ -877,7 +899,7 @@ mod tests {
                 "--trials",
                 "1",
                 "--enqueue",
-                r#"{"backbone": "Light", "batch_size": 16, "grad_accum": 1, "max_len": 32}"#,
+                r#"{"backbone": "Light", "batch_size": 16, "grad_accum": 1, "length_pct": 50}"#,
             ],
         );
         args.worker_env = vec![(
@@ -978,6 +1000,53 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// With `--data`, the lengths come from the data: on long documents
+    /// (sixteen tweets each, as a new user's articles would be) the
+    /// percentiles are far past the tweets' and every length choice is
+    /// distinct; the shipped tweets give short ones.
+    #[test]
+    fn lengths_are_sized_from_the_data() {
+        let dir = tempfile_dir("criteria-long");
+        std::fs::create_dir_all(&dir).unwrap();
+        let tweets = load_splits(&args(&[]).unwrap()).unwrap();
+        let mut long = String::from("text\tlabel\n");
+        for (i, chunk) in tweets.train.examples.chunks(16).enumerate() {
+            let text: Vec<&str> = chunk
+                .iter()
+                .filter_map(|e| match &e.text {
+                    hpo_burn::Text::Single(t) => Some(t.as_str()),
+                    hpo_burn::Text::Pair { .. } => None,
+                })
+                .collect();
+            let label = if i % 3 == 0 { "neg" } else { "pos" };
+            long.push_str(&format!("{}\t{label}\n", text.join(" ").replace('\t', " ")));
+        }
+        let path = dir.join("long.tsv");
+        std::fs::write(&path, long).unwrap();
+        let of = |extra: &[&str]| {
+            let a = args(
+                &[
+                    &["--from-scratch", "--validation", "0.2", "--test", "0.2"],
+                    extra,
+                ]
+                .concat(),
+            )
+            .unwrap();
+            let splits = load_splits(&a).unwrap();
+            backbones(&a, splits.train, splits.valid).unwrap().lengths
+        };
+        let short = of(&[]);
+        let long = of(&["--data", path.to_str().unwrap()]);
+        let (s99, l50) = (short.tokens(99).unwrap(), long.tokens(50).unwrap());
+        assert!(s99 <= 128, "{short:?}");
+        assert!(l50 > s99, "{long:?} against {short:?}");
+        let mut tokens: Vec<usize> = long.at.iter().map(|&(_, n)| n).collect();
+        tokens.dedup();
+        assert_eq!(tokens.len(), long.at.len(), "{long:?}");
+        assert!(long.at.iter().all(|&(_, n)| n <= 512), "{long:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     fn tempfile_dir(tag: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -991,7 +1060,7 @@ mod tests {
         // Optuna's best configuration of the book's study, as its log prints it.
         let optuna = parse(
             r#"{"backbone": "Heavy", "lr": 0.00015019040418574965, "batch_size": 8,
-                "max_len": 48, "grad_accum": 1, "head_layers": 0,
+                "length_pct": 90, "grad_accum": 1, "head_layers": 0,
                 "dropout": 0.05330537738970882, "warmup": 0.042090092888516034,
                 "weight_decay": 0.0021495517716368217}"#,
         );

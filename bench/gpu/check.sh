@@ -19,7 +19,8 @@
 #      fusion too (fused, when the kit has it) run last (3b: slowest to
 #      compile and benchmark);
 #   4. oom: a ballast process holds all but BALLAST_KEEP_GIB of the card,
-#      and a trial enqueued at micro-batch 64 x 384 (BERT-base) must end
+#      and a trial enqueued at micro-batch 64 at the long texts' 99th
+#      percentile length (BERT-base) must end
 #      COMPLETE after relaunches at smaller micro-batches;
 #   5. jobs: criteria --jobs auto --memory-budget 24GiB against --jobs 2 on
 #      the same budget and time, NVML's device memory sampled throughout;
@@ -162,7 +163,7 @@ if want tiny; then
     RUST_LOG=$STEP_LOG timeout "$(tmo 150)" "$BIN/criteria" --from-scratch --device "$DEVICE" \
         --data "$TWEETS" --storage "sqlite:///$WORK/tiny.db" --study tiny --trials 1 --jobs 1 \
         --epochs 1 --train-limit 128 --trial-timeout "$(tmo 140)" $STUDY_FLAGS \
-        --enqueue '{"backbone": "Light", "batch_size": 16, "max_len": 32, "grad_accum": 1}' \
+        --enqueue '{"backbone": "Light", "batch_size": 16, "length_pct": 50, "grad_accum": 1}' \
         >"$LOGS/tiny.log" 2>&1
     TINY=$?
     status tiny $TINY
@@ -248,7 +249,7 @@ EOF
     RUST_LOG=$QUIET_LOG timeout "$(tmo 150)" "$BIN/criteria" --from-scratch --device "$DEVICE" \
         --data "$LONG" --storage "sqlite:///$WORK/oom.db" --study oom --trials 2 --jobs 1 \
         --epochs 1 --train-limit 128 --memory-budget "${TOTAL}MiB" --trial-timeout 60 \
-        --enqueue '{"backbone": "Light", "batch_size": 64, "max_len": 96, "grad_accum": 1}' \
+        --enqueue '{"backbone": "Light", "batch_size": 64, "length_pct": 99, "grad_accum": 1}' \
         >"$LOGS/oom.log" 2>&1
     status oom $?
     kill $BALLAST 2>/dev/null

@@ -72,6 +72,8 @@ pub struct StudyRunner<'a> {
     workers: Option<(Arc<dyn MemoryEstimator>, Memory)>,
     space_check: Option<SpaceCheck<'a>>,
     space_text: Option<String>,
+    /// What the space depends on at run time (`space_data`).
+    space_data: Vec<String>,
     allow_space_change: bool,
     warm_start: Vec<Params>,
     metric: String,
@@ -108,6 +110,7 @@ impl<'a> StudyRunner<'a> {
             workers: None,
             space_check: None,
             space_text: None,
+            space_data: Vec::new(),
             allow_space_change: false,
             warm_start: Vec::new(),
             metric: "value".to_owned(),
@@ -195,6 +198,16 @@ impl<'a> StudyRunner<'a> {
     pub fn space<S: SearchSpace + 'a>(mut self) -> Self {
         self.space_check = Some(Box::new(check_enqueued::<S>));
         self.space_text = Some(S::describe().to_string());
+        self
+    }
+
+    /// A line the space depends on at run time, recorded with it: bounds
+    /// computed from the data (lengths at percentiles of the training
+    /// texts, say), so that a study resumed on data that would give other
+    /// bounds is refused like one resumed with another space (the caller
+    /// prints it where it wants). May be given several times.
+    pub fn space_data(mut self, line: impl Into<String>) -> Self {
+        self.space_data.push(line.into());
         self
     }
 
@@ -417,9 +430,17 @@ impl<'a> StudyRunner<'a> {
     /// Records the space in a study that has none recorded; refuses one
     /// recorded differently.
     fn check_space(&self, study: &Study) -> Result<()> {
-        let Some(now) = &self.space_text else {
+        let Some(space) = &self.space_text else {
             return Ok(());
         };
+        let mut now = space.clone();
+        for line in &self.space_data {
+            if !now.is_empty() && !now.ends_with('\n') {
+                now.push('\n');
+            }
+            now.push_str(&format!("data: {line}\n"));
+        }
+        let now = &now;
         let recorded = study.system_attrs()?.get(SPACE_ATTR).cloned();
         match recorded.as_ref().and_then(|v| v.as_str()) {
             Some(before) if before == now => return Ok(()),
@@ -439,7 +460,7 @@ impl<'a> StudyRunner<'a> {
                 return Err(Error::InvalidConfig(format!(
                     "study `{}` was created with another search space; resuming it would mix \
                      trials of two spaces. Differences (- recorded, + this run):\n{}\n\
-                     Give another `--study` name, or restore the space it was created with",
+                     Give another `--study` name, or restore the space (and the data) it was created with",
                     study.name(),
                     diff.join("\n")
                 )));

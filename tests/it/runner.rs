@@ -294,6 +294,50 @@ fn a_study_resumed_with_another_space_is_refused() {
     let _ = std::fs::remove_dir_all(db.parent().unwrap());
 }
 
+/// Bounds computed from the data are part of the recorded space: resumed on
+/// data that gives other bounds, a study is refused; on the same, it resumes.
+#[test]
+fn a_study_resumed_on_data_that_changes_its_space_is_refused() {
+    let (db, url) = temp_db("space-data", std::process::id());
+    let _ = std::fs::remove_file(&db);
+    let a = args(&["--storage", &url, "--jobs", "in-process", "--trials", "1"]);
+    let with = |line: &str| runner(&a).space_data(line).run(objective);
+    with("length_pct 50 -> 24 tokens, 99 -> 64").unwrap();
+    let recorded = Study::builder()
+        .name("quadratic")
+        .storage_url(&url)
+        .load()
+        .unwrap()
+        .system_attrs()
+        .unwrap();
+    assert!(recorded[hpo::cli::SPACE_ATTR]
+        .as_str()
+        .is_some_and(|s| s.ends_with("data: length_pct 50 -> 24 tokens, 99 -> 64\n")));
+    with("length_pct 50 -> 24 tokens, 99 -> 64").unwrap();
+    let e = with("length_pct 50 -> 512 tokens, 99 -> 512")
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("another search space"), "{e}");
+    assert!(
+        e.contains("- data: length_pct 50 -> 24 tokens")
+            && e.contains("+ data: length_pct 50 -> 512"),
+        "{e}"
+    );
+    assert!(e.contains("(and the data)"), "{e}");
+    let study = Study::builder()
+        .name("quadratic")
+        .storage_url(&url)
+        .load()
+        .unwrap();
+    assert_eq!(
+        study.trials().unwrap().len(),
+        2,
+        "the refused run ran nothing"
+    );
+    let _ = std::fs::remove_dir_all(db.parent().unwrap());
+}
+
 #[test]
 fn an_experiments_default_sampler_is_seeded_by_the_flag_unless_it_has_a_seed() {
     use hpo::sampler::{GpConfig, SamplerConfig};

@@ -11,6 +11,8 @@
 //!   the user's folders or fetched once into the cache;
 //! * [`Splits`]: the data split once by seed into train, validation and a
 //!   held-out test split;
+//! * [`Lengths`]: sequence lengths at percentiles of the training texts'
+//!   token lengths, so that a space's length choices fit the data;
 //! * [`fine_tune`]: one trial's training call, at the batch the executor
 //!   chose, its model stored as the trial's artifacts;
 //! * [`saved_model`]: those artifacts, written and read back;
@@ -25,6 +27,7 @@ mod backbones;
 mod device;
 mod fine_tune;
 mod held_out;
+mod lengths;
 pub mod saved_model;
 mod splits;
 
@@ -32,5 +35,6 @@ pub use self::backbones::{checkpoints, light_and_heavy};
 pub use self::device::{DeviceArg, OnBackend};
 pub use self::fine_tune::{fine_tune, Trained};
 pub use self::held_out::{score_best, HeldOut};
+pub use self::lengths::Lengths;
 pub use self::saved_model::{export_model, load_model, save_model, ModelCard, SavedModel};
 pub use self::splits::Splits;

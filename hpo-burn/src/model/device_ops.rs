@@ -42,7 +42,10 @@ pub fn linear<B: Backend>(layer: &Linear<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
 
 /// burn's layer norm over the last dimension of `x`, computed on a
 /// `[a, b, width]` view of its rows.
-pub fn layer_norm<B: Backend, const D: usize>(norm: &LayerNorm<B>, x: Tensor<B, D>) -> Tensor<B, D> {
+pub fn layer_norm<B: Backend, const D: usize>(
+    norm: &LayerNorm<B>,
+    x: Tensor<B, D>,
+) -> Tensor<B, D> {
     let dims = x.dims();
     let width = dims[D - 1];
     let rows = dims[..D - 1].iter().product::<usize>();
