@@ -170,7 +170,9 @@ def oom_step(work):
     p = first["params"]
     if "batch_size" in p:
         eff0 = int(p["batch_size"]) * int(p.get("grad_accum", 1))
-    lineage = [t for t in ts if t["system"].get("failed_trial") is not None or t is first]
+    # The enqueued trial and its own relaunches (another trial of the study
+    # can meet the ballast too, with a lineage and a batch of its own).
+    lineage = [t for t in ts if t is first or t["system"].get("failed_trial") == first["number"]]
     chain = [{"number": t["number"], "state": label(t), "micro_batch": t["system"].get("hpo:micro_batch"),
               "accumulation": t["system"].get("hpo:accumulation"),
               "oom_retries": t["system"].get("oom_retries"),
@@ -184,7 +186,7 @@ def oom_step(work):
     bad = [t["number"] for t in ts if t["state"] == "COMPLETE" and (t["value"] is None or not 0 <= t["value"] <= 1)]
     return {"ran": True, "forced_oom_recovered": recovered, "effective_batch": eff0, "lineage": chain,
             "states": [label(t) for t in ts], "complete_with_meaningless_score": bad,
-            "study_went_on": len(ts) > len(lineage)}
+            "study_went_on": any(t["state"] == "COMPLETE" for t in ts if t not in lineage)}
 
 
 def jobs_step(out, work, jobs, budget_gib):
