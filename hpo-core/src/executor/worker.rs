@@ -284,7 +284,14 @@ fn watch_parent(parent: u32) {
             .spawn(move || loop {
                 std::thread::sleep(Duration::from_millis(200));
                 if std::os::unix::process::parent_id() != parent {
-                    eprintln!("hpo worker: the coordinator (pid {parent}) is gone; exiting");
+                    // Not `eprintln!`: the coordinator read this process's
+                    // stderr, and with it gone the write fails, which would
+                    // panic this thread and leave the orphan running.
+                    use std::io::Write;
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "hpo worker: the coordinator (pid {parent}) is gone; exiting"
+                    );
                     std::process::exit(ORPHAN_STATUS);
                 }
             });
