@@ -26,7 +26,7 @@
 use crate::{Direction, FrozenTrial, Study, TrialState};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A callback for [`Optimize::callback`](crate::Optimize::callback) that
@@ -34,35 +34,73 @@ use std::time::{Duration, Instant};
 ///
 /// `trials` is the trial budget (for the bar and the ETA), `timeout` the
 /// time budget (shown as time left); give the values passed to
-/// [`Optimize`](crate::Optimize).
+/// [`Optimize`](crate::Optimize). To leave the bar cleanly when a study is
+/// interrupted, keep a [`Bar`] instead.
 pub fn bar(
     trials: Option<u64>,
     timeout: Option<Duration>,
 ) -> impl Fn(&Study, &FrozenTrial) + Send + Sync + 'static {
-    let target = if std::io::stdout().is_terminal() {
-        ProgressDrawTarget::stderr()
-    } else {
-        ProgressDrawTarget::hidden()
-    };
-    let pb = match trials {
-        Some(n) => ProgressBar::with_draw_target(Some(n), target),
-        None => ProgressBar::with_draw_target(None, target),
-    };
-    let template = if trials.is_some() {
-        "{bar:30} {pos}/{len} trials  eta {eta}  {msg}"
-    } else {
-        "{spinner} {pos} trials  {elapsed}  {msg}"
-    };
-    if let Ok(style) = ProgressStyle::with_template(template) {
-        pb.set_style(style);
+    Bar::new(trials, timeout).callback()
+}
+
+/// The progress bar of [`bar`], kept by its owner: its [`Bar::callback`]
+/// advances it, and [`Bar::abandon`] leaves it where it stands when a
+/// signal stops the study (a terminal has echoed `^C` into its line), so
+/// that what is printed next starts on a line of its own.
+#[derive(Clone)]
+pub struct Bar {
+    pb: ProgressBar,
+    trials: Option<u64>,
+    timeout: Option<Duration>,
+    state: Arc<Mutex<Progress>>,
+}
+
+impl Bar {
+    /// A bar for `trials` trials (the ETA) and a `timeout` (time left), as
+    /// [`bar`] takes them.
+    pub fn new(trials: Option<u64>, timeout: Option<Duration>) -> Bar {
+        let target = if std::io::stdout().is_terminal() {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        };
+        let pb = match trials {
+            Some(n) => ProgressBar::with_draw_target(Some(n), target),
+            None => ProgressBar::with_draw_target(None, target),
+        };
+        let template = if trials.is_some() {
+            "{bar:30} {pos}/{len} trials  eta {eta}  {msg}"
+        } else {
+            "{spinner} {pos} trials  {elapsed}  {msg}"
+        };
+        if let Ok(style) = ProgressStyle::with_template(template) {
+            pb.set_style(style);
+        }
+        Bar {
+            pb,
+            trials,
+            timeout,
+            state: Arc::new(Mutex::new(Progress {
+                best: None,
+                started: Instant::now(),
+            })),
+        }
     }
-    let state = Mutex::new(Progress {
-        best: None,
-        started: Instant::now(),
-    });
-    move |study: &Study, trial: &FrozenTrial| {
-        pb.inc(1);
-        let Ok(mut s) = state.lock() else { return };
+
+    /// The callback that advances the bar after each finished trial.
+    pub fn callback(&self) -> impl Fn(&Study, &FrozenTrial) + Send + Sync + 'static {
+        let bar = self.clone();
+        move |study: &Study, trial: &FrozenTrial| bar.advance(study, trial)
+    }
+
+    /// Leaves the bar as it stands and moves below it.
+    pub fn abandon(&self) {
+        self.pb.abandon();
+    }
+
+    fn advance(&self, study: &Study, trial: &FrozenTrial) {
+        self.pb.inc(1);
+        let Ok(mut s) = self.state.lock() else { return };
         if trial.state == TrialState::Complete {
             if let (Some(v), Some(dir)) = (trial.value(), study.directions().first()) {
                 let better = match (s.best, dir) {
@@ -75,9 +113,10 @@ pub fn bar(
                 }
             }
         }
-        pb.set_message(message(s.best, timeout, s.started.elapsed()));
-        if trials.is_some_and(|n| pb.position() >= n) {
-            pb.finish();
+        self.pb
+            .set_message(message(s.best, self.timeout, s.started.elapsed()));
+        if self.trials.is_some_and(|n| self.pb.position() >= n) {
+            self.pb.finish();
         }
     }
 }

@@ -270,6 +270,32 @@ pub enum Error {
         store: PathBuf,
     },
 
+    /// SIGINT or SIGTERM stopped the study (with the handlers of
+    /// [`signals::install`](crate::signals::install)): nothing new was
+    /// started, and the trials still running were failed as
+    /// [`FailureKind::Interrupted`](crate::FailureKind::Interrupted), each with
+    /// its WAITING retry copy. A program ends with
+    /// [`StopSignal::exit_code`](crate::signals::StopSignal::exit_code).
+    #[error(
+        "the study was stopped by {signal}: nothing new was started and its running trials \
+         were failed as interrupted, each re-enqueued for the next run; exit with status {}",
+        signal.exit_code()
+    )]
+    Interrupted {
+        /// The signal that stopped it.
+        signal: crate::signals::StopSignal,
+    },
+
+    /// A signal handler could not be installed.
+    #[error("{message}: {source}")]
+    Signals {
+        /// What was being done.
+        message: String,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+
     /// A lock guarding shared state was poisoned by a panic in another thread.
     #[error("internal state poisoned by a panic in another thread: {0}")]
     Poisoned(String),

@@ -66,6 +66,7 @@ mod error;
 pub mod executor;
 pub mod pruner;
 pub mod sampler;
+pub mod signals;
 pub mod space;
 pub mod storage;
 pub mod study;

@@ -63,6 +63,13 @@ pub struct StudyArgs {
     /// stall the study. Worker processes only.
     #[arg(long, value_name = "SECONDS")]
     pub trial_timeout: Option<u64>,
+    /// After SIGTERM (a scheduler's preemption, `scancel`, a time limit),
+    /// how many seconds running trials may go on before they are failed and
+    /// re-enqueued for the next run (default 20, inside Slurm's `KillWait`
+    /// of 30 s); nothing new starts meanwhile. Ctrl-C (SIGINT) stops them
+    /// at once; a second Ctrl-C ends the process without cleaning up.
+    #[arg(long, value_name = "SECONDS")]
+    pub term_grace: Option<u64>,
     /// A configuration to run before the sampler's own (Optuna's
     /// `enqueue_trial`): a JSON object of parameter values, named as the
     /// trial lines print them, such as `{"lr": 1.5e-4}`; parameters left out

@@ -1,17 +1,21 @@
 //! One call that runs a study from its flags: the study opened or resumed,
 //! the warm start or `--enqueue`d configurations checked against the space,
 //! trials in this process or in worker processes admitted by memory, a line
-//! per trial, the progress bar, and the summary.
+//! per trial, the progress bar, the summary, and a clean stop on Ctrl-C or
+//! a scheduler's SIGTERM.
 
 use super::args::{Jobs, Params, SamplerArg, StudyArgs};
 use super::summary::{state_label, Summary};
 use crate::artifact::{ArtifactStore, KeepArtifacts};
 use crate::executor::{self, Memory, MemoryEstimator, ProcessConfig};
+use crate::progress::Bar;
 use crate::sampler::{SamplerConfig, TpeConfig};
+use crate::signals::{self, StopSignal};
 use crate::storage::{redact, storage_from_url};
+use crate::study::{Heartbeat, RetryPolicy};
 use crate::{
     Direction, Error, FrozenTrial, IntoTrialResult, Optimize, Result, SearchSpace, Study,
-    StudyBuilder, Trial,
+    StudyBuilder, Trial, TrialState,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -335,12 +339,23 @@ impl<'a> StudyRunner<'a> {
     /// Runs the study. In a worker process the executor started, runs the
     /// trial it was assigned and exits; anywhere else, runs the study and
     /// returns it with its summary (printed unless [`StudyRunner::quiet`]).
+    ///
+    /// It installs the handlers of [`crate::signals`]: on Ctrl-C (SIGINT)
+    /// nothing new starts and the running trials are stopped and failed as
+    /// interrupted, each re-enqueued for the next run; on SIGTERM (a
+    /// scheduler's) the running trials first get `--term-grace` seconds to
+    /// finish. The bar is left, the summary printed, and the process exits
+    /// with status 130 (SIGINT) or 143 (SIGTERM), as the signal's default
+    /// action would, without returning: what `main` does after the study is
+    /// not done for a study that was stopped. A second Ctrl-C ends the
+    /// process at once.
     pub fn run<F, R>(mut self, objective: F) -> Result<Finished>
     where
         F: Fn(&mut Trial) -> R + Sync,
         R: IntoTrialResult,
     {
         executor::worker_main(&objective)?;
+        signals::install()?;
         let jobs = self.jobs()?;
         let trials = self.args.trials.or(self.trials);
         let timeout = self.args.timeout.map(Duration::from_secs).or(self.timeout);
@@ -354,11 +369,15 @@ impl<'a> StudyRunner<'a> {
         if let Some(t) = timeout {
             opts = opts.timeout(t);
         }
-        if !self.quiet {
+        if let Some(seconds) = self.args.term_grace {
+            opts = opts.term_grace(Duration::from_secs(seconds));
+        }
+        let bar = (!self.quiet).then(|| Bar::new(trials.map(|n| n as u64), timeout));
+        if let Some(bar) = &bar {
             let metric = self.metric.clone();
             opts = opts
                 .callback(move |_, t| println!("{}", trial_line(t, &metric)))
-                .callback(crate::progress::bar(trials.map(|n| n as u64), timeout));
+                .callback(bar.callback());
         }
         let cleaner = match self.keep {
             Some(keep) => Some((self.artifact_store()?, keep)),
@@ -371,21 +390,34 @@ impl<'a> StudyRunner<'a> {
                 }
             });
         }
+        let ending = Ending {
+            quiet: self.quiet,
+            on_device: self.workers.as_ref().is_some_and(|(_, m)| !m.is_host()),
+            bar,
+            cleaner,
+        };
+        // In-process objectives that a signal cannot stop: the process ends
+        // from the signal watcher, after the same ending.
+        let at_exit = ending.clone();
+        opts = opts.before_exit(move |study, signal| {
+            if let Err(e) = at_exit.report(study, Some(signal)) {
+                eprintln!("hpo: {e}");
+            }
+        });
         if jobs != Jobs::InProcess {
             opts = opts.processes(self.process_config(jobs)?);
         }
         for hook in self.optimize_hooks.drain(..) {
             opts = hook(opts);
         }
-        study.optimize_with(opts, &objective)?;
-        if let Some((store, keep)) = &cleaner {
-            store.clean(&study, *keep)?;
-        }
-
-        let on_device = self.workers.as_ref().is_some_and(|(_, m)| !m.is_host());
-        let summary = Summary::of(&study.trials()?, on_device);
-        if !self.quiet {
-            println!("\n{summary}");
+        let stopped = match study.optimize_with(opts, &objective) {
+            Ok(()) => None,
+            Err(Error::Interrupted { signal }) => Some(signal),
+            Err(e) => return Err(e),
+        };
+        let summary = ending.report(&study, stopped)?;
+        if let Some(signal) = stopped {
+            std::process::exit(signal.exit_code());
         }
         Ok(Finished {
             study,
@@ -395,7 +427,8 @@ impl<'a> StudyRunner<'a> {
     }
 
     /// The study, created or resumed, and how many trials earlier runs left
-    /// in it.
+    /// in it. Trials an earlier run left RUNNING are reaped now where
+    /// heartbeats can tell, and the resume line says what becomes of them.
     fn open(&mut self, jobs: Jobs) -> Result<(Study, usize)> {
         let url = self.storage_url().to_owned();
         let sampler = self.sampler_config()?.init()?;
@@ -416,12 +449,24 @@ impl<'a> StudyRunner<'a> {
         }
         let study = builder.build()?;
         self.check_space(&study)?;
-        let earlier = study.trials()?.len();
+        let found = study.trials()?;
+        let earlier = found.len();
+        let running = found
+            .iter()
+            .filter(|t| t.state == TrialState::Running)
+            .count();
+        // Stale ones are reaped at the first trial anyway; now, so that the
+        // resume line can say so.
+        let reaped = match (running, study.heartbeat()) {
+            (0, _) | (_, None) => 0,
+            (_, Some(_)) => study.fail_stale_trials()?.len(),
+        };
         if !self.quiet && earlier > 0 {
             println!(
-                "study `{}` in {}: {earlier} trials from earlier runs",
+                "study `{}` in {}: {earlier} trials from earlier runs{}",
                 study.name(),
-                redact(&url)
+                redact(&url),
+                resume_note(running, reaped, study.heartbeat(), study.retry_policy())
             );
         }
         Ok((study, earlier))
@@ -527,6 +572,93 @@ impl<'a> StudyRunner<'a> {
     }
 }
 
+/// What a run does once its trials have stopped, normally or by a signal:
+/// the bar left (after a signal), the artifact store cleaned, the summary
+/// printed.
+#[derive(Clone)]
+struct Ending {
+    quiet: bool,
+    on_device: bool,
+    bar: Option<Bar>,
+    cleaner: Option<(ArtifactStore, KeepArtifacts)>,
+}
+
+impl Ending {
+    fn report(&self, study: &Study, stopped: Option<StopSignal>) -> Result<Summary> {
+        if let (Some(bar), Some(_)) = (&self.bar, stopped) {
+            bar.abandon();
+        }
+        if let Some((store, keep)) = &self.cleaner {
+            store.clean(study, *keep)?;
+        }
+        let summary = Summary::after_run(&study.trials()?, self.on_device);
+        if !self.quiet {
+            println!("\n{summary}");
+            if let Some(signal) = stopped {
+                println!("{}", stopped_line(signal));
+            }
+        }
+        Ok(summary)
+    }
+}
+
+/// The line printed after a study a signal stopped.
+fn stopped_line(signal: StopSignal) -> String {
+    let how = match signal {
+        StopSignal::Interrupt => "SIGINT (Ctrl-C)",
+        StopSignal::Terminate => "SIGTERM",
+    };
+    format!(
+        "stopped by {how}: nothing new was started, and the trials still running were failed \
+         as interrupted, their configurations waiting for the study's next run; exit status {}",
+        signal.exit_code()
+    )
+}
+
+/// What the resume line adds about the `running` trials an earlier run left
+/// RUNNING, `reaped` of which were just failed as stale (empty when none was
+/// RUNNING).
+fn resume_note(
+    running: usize,
+    reaped: usize,
+    heartbeat: Option<Heartbeat>,
+    retry: Option<RetryPolicy>,
+) -> String {
+    if running == 0 {
+        return String::new();
+    }
+    let Some(hb) = heartbeat else {
+        return format!(
+            "; {running} of them RUNNING, left as they are: without heartbeats (trials in \
+             this process) a trial whose run died cannot be told from one another process is \
+             running, and the summary counts them as unfinished, not running"
+        );
+    };
+    let grace = hb.grace;
+    let rerun = match retry {
+        Some(p) => format!(
+            "re-enqueued while a configuration has failed at most {} times",
+            p.max_retries
+        ),
+        None => "not re-run (the study has no retry policy)".to_owned(),
+    };
+    let mut note = format!("; {running} of them RUNNING");
+    if reaped > 0 {
+        note.push_str(&format!(
+            ", {reaped} without a heartbeat for {grace:?}: failed as stale now, {rerun}"
+        ));
+    }
+    let live = running.saturating_sub(reaped);
+    if live > 0 {
+        note.push_str(&format!(
+            ", {live} with a recent heartbeat: another process may be running them; if not, \
+             they are failed as stale once their last heartbeat is {grace:?} old (the \
+             summary counts them as unfinished, not running)"
+        ));
+    }
+    note
+}
+
 /// `config` seeded with `seed` when it has no seed of its own (a typed
 /// config says so with `seed: None`), the way `--sampler` settings are.
 fn seed_unless_set(config: &SamplerConfig, seed: u64) -> Result<SamplerConfig> {
@@ -618,4 +750,40 @@ pub fn cpu_cores() -> usize {
 /// Threads for each of `workers` trials side by side on this machine's cores.
 pub fn cpu_share(workers: usize) -> usize {
     (cpu_cores() / workers.max(1)).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_resume_line_says_what_becomes_of_trials_left_running() {
+        let hb = Heartbeat {
+            interval: Duration::from_secs(5),
+            grace: Duration::from_secs(60),
+        };
+        assert_eq!(resume_note(0, 0, Some(hb), None), "");
+        let note = resume_note(3, 2, Some(hb), None);
+        assert!(
+            note.starts_with(
+                "; 3 of them RUNNING, 2 without a heartbeat for 60s: failed as stale now, \
+                 not re-run (the study has no retry policy), 1 with a recent heartbeat"
+            ),
+            "{note}"
+        );
+        let retried = resume_note(1, 1, Some(hb), Some(RetryPolicy { max_retries: 2 }));
+        assert!(retried.ends_with("failed at most 2 times"), "{retried}");
+        let in_process = resume_note(2, 0, None, None);
+        assert!(
+            in_process.starts_with("; 2 of them RUNNING, left as they are"),
+            "{in_process}"
+        );
+        assert!(in_process.contains("unfinished, not running"));
+    }
+
+    #[test]
+    fn a_stopped_run_says_its_exit_status() {
+        assert!(stopped_line(StopSignal::Interrupt).starts_with("stopped by SIGINT (Ctrl-C)"));
+        assert!(stopped_line(StopSignal::Terminate).ends_with("exit status 143"));
+    }
 }

@@ -14,14 +14,15 @@ use std::sync::Arc;
 pub const PROCESS_PEAK_RSS_KEY: &str = "peak_rss_bytes";
 
 /// A trial's state in words: `complete`, `pruned`, `oom`, `infeasible`,
-/// `not started` (sampled ahead, never launched), `failed`, `waiting` or
-/// `running`.
+/// `interrupted` (stopped by SIGINT or SIGTERM), `not started` (sampled
+/// ahead, never launched), `failed`, `waiting` or `running`.
 pub fn state_label(t: &FrozenTrial) -> &'static str {
     match (t.state, t.failure()) {
         (TrialState::Complete, _) => "complete",
         (TrialState::Pruned, _) => "pruned",
         (TrialState::Fail, Some(FailureKind::Oom)) => "oom",
         (TrialState::Fail, Some(FailureKind::Infeasible)) => "infeasible",
+        (TrialState::Fail, Some(FailureKind::Interrupted)) => "interrupted",
         (TrialState::Fail, _) if t.fail_reason() == Some(executor::NOT_STARTED_REASON) => {
             "not started"
         }
@@ -59,16 +60,44 @@ pub struct Summary {
     pub peak: Option<Peak>,
     /// Mean and longest duration of the finished trials, in seconds.
     pub seconds_per_trial: Option<(f64, f64)>,
+    /// Trials RUNNING in the storage that the run this summary closes was
+    /// not running ([`Summary::after_run`]): counted under `unfinished`,
+    /// not `running`.
+    pub unfinished: usize,
 }
+
+/// The label [`Summary::after_run`] gives RUNNING trials.
+const UNFINISHED: &str = "unfinished";
 
 impl Summary {
     /// The summary of `trials`. `on_device` says what a worker's recorded
     /// peak is: the device allocator's (trials on a GPU) or the worker's
     /// resident memory (trials on the CPU).
     pub fn of(trials: &[Arc<FrozenTrial>], on_device: bool) -> Summary {
+        Summary::counting(trials, on_device, false)
+    }
+
+    /// The summary printed after a run, when none of the run's own trials
+    /// is running any more (it finished, or a signal stopped it): a trial
+    /// still RUNNING in the storage is another process's, or was left by an
+    /// earlier run that died with it, and is counted as `unfinished`, not
+    /// `running` (see [`Summary::unfinished`]).
+    pub fn after_run(trials: &[Arc<FrozenTrial>], on_device: bool) -> Summary {
+        Summary::counting(trials, on_device, true)
+    }
+
+    fn counting(trials: &[Arc<FrozenTrial>], on_device: bool, run_ended: bool) -> Summary {
         let mut states = BTreeMap::new();
+        let mut unfinished = 0;
         for t in trials {
-            *states.entry(state_label(t)).or_insert(0) += 1;
+            let label = match t.state {
+                TrialState::Running if run_ended => {
+                    unfinished += 1;
+                    UNFINISHED
+                }
+                _ => state_label(t),
+            };
+            *states.entry(label).or_insert(0) += 1;
         }
         let oom_relaunches = trials
             .iter()
@@ -118,6 +147,7 @@ impl Summary {
             infeasible_before_launch,
             peak,
             seconds_per_trial,
+            unfinished,
         }
     }
 
@@ -152,6 +182,15 @@ impl fmt::Display for Summary {
         )?;
         if let Some((mean, max)) = self.seconds_per_trial {
             write!(f, "\ntime per trial: mean {mean:.1}s, max {max:.1}s")?;
+        }
+        if self.unfinished > 0 {
+            write!(
+                f,
+                "\n{} unfinished: RUNNING in the storage but not in this run (another process \
+                 runs them, or a run that died left them; with heartbeats they are failed as \
+                 stale once their last heartbeat is older than the grace period)",
+                self.unfinished
+            )?;
         }
         Ok(())
     }
@@ -231,5 +270,40 @@ mod tests {
             Summary::of(&[], false).memory_line(),
             "0 OOM relaunches, 0 infeasible before launch, peak memory used: not measured"
         );
+    }
+
+    /// The issue's resumed study: two trials of this run complete, three of
+    /// a run that died are still RUNNING. After the run they are not counted
+    /// as running, and an interrupted trial is named as such.
+    #[test]
+    fn after_a_run_trials_it_is_not_running_are_unfinished() {
+        let study = Study::builder().build().unwrap();
+        let dead: Vec<_> = (0..3).map(|_| study.ask().unwrap()).collect();
+        for _ in 0..2 {
+            let t = study.ask().unwrap();
+            study.tell(t, Ok::<f64, TrialError>(1.0)).unwrap();
+        }
+        let mut stopped = FrozenTrial::new(0, 0, TrialState::Fail);
+        stopped.system_attrs = FailureKind::Interrupted
+            .attrs("interrupted")
+            .into_iter()
+            .collect();
+        let mut trials = study.trials().unwrap();
+        trials.push(Arc::new(stopped));
+        let s = Summary::after_run(&trials, false);
+        assert_eq!(
+            s.states,
+            BTreeMap::from([("complete", 2), ("interrupted", 1), ("unfinished", 3)])
+        );
+        assert_eq!(s.unfinished, 3);
+        assert!(
+            s.to_string()
+                .contains("\n3 unfinished: RUNNING in the storage but not in this run"),
+            "{s}"
+        );
+        let during = Summary::of(&trials, false);
+        assert_eq!(during.states.get("running"), Some(&3));
+        assert_eq!(during.unfinished, 0);
+        drop(dead);
     }
 }

@@ -364,3 +364,157 @@ fn an_experiments_default_sampler_is_seeded_by_the_flag_unless_it_has_a_seed() {
         "{config:?}"
     );
 }
+
+/// The flags of the study interrupted below: two worker processes, as
+/// `criteria` runs on the CPU.
+fn interrupted_flags(dir: &std::path::Path) -> Vec<String> {
+    let url = format!("sqlite:{}", dir.join("study.db").display());
+    [
+        "--storage",
+        &url,
+        "--jobs",
+        "2",
+        "--memory-budget",
+        "1GiB",
+        "--trials",
+        "4",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// An objective that writes its process's pid and sleeps: nothing but the
+/// end of its process stops it.
+fn sleeping(trial: &mut Trial) -> Result<f64, TrialError> {
+    let q = Quadratic::sample(trial)?;
+    let dir = PathBuf::from(std::env::var("HPO_RUNNER_DIR").unwrap());
+    let pid = std::process::id().to_string();
+    std::fs::write(dir.join(format!("pid-{}", trial.number())), pid).unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(60));
+    Ok(q.x)
+}
+
+/// An experiment's `main`, coordinator and workers alike (as `criteria`
+/// is): `StudyRunner::run` with worker processes.
+#[test]
+#[ignore = "run by ctrl_c_stops_a_study_with_worker_processes_cleanly"]
+fn interrupted_study_entry() {
+    let dir = PathBuf::from(std::env::var("HPO_RUNNER_DIR").unwrap());
+    let flags = interrupted_flags(&dir);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let a = args(&flags);
+    runner(&a)
+        .quiet(false)
+        .workers(Arc::new(Estimator), Memory::Host)
+        .processes_with(|c| {
+            c.worker_args([
+                "runner::interrupted_study_entry",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+        })
+        .run(sleeping)
+        .unwrap();
+    panic!("the study was to be interrupted");
+}
+
+/// The issue's `criteria` run, interrupted as a terminal does it (SIGINT
+/// to the whole process group) mid-trial: the study exits 130 after its
+/// summary, with no trial RUNNING, each interrupted trial failed with its
+/// retry copy, and no worker left behind.
+#[test]
+fn ctrl_c_stops_a_study_with_worker_processes_cleanly() {
+    use std::os::unix::process::CommandExt;
+    use std::time::{Duration, Instant};
+    let dir = std::env::temp_dir().join(format!("hpo-runner-ctrl-c-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("stdout");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "runner::interrupted_study_entry",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("HPO_RUNNER_DIR", &dir)
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pids = |dir: &std::path::Path| -> Vec<i32> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| {
+                let e = e.unwrap();
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.starts_with("pid-")
+                    .then(|| std::fs::read_to_string(e.path()).unwrap().parse().ok())
+                    .flatten()
+            })
+            .collect()
+    };
+    let t0 = Instant::now();
+    while pids(&dir).len() < 2 {
+        assert!(child.try_wait().unwrap().is_none(), "the study ended early");
+        assert!(t0.elapsed() < Duration::from_secs(120), "no trial started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let workers = pids(&dir);
+    let group = i32::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) with a negative pid signals that process group.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::kill(-group, libc::SIGINT) };
+    assert_eq!(rc, 0);
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("the study did not stop");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let printed = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(status.code(), Some(130), "{status}\n{printed}");
+    assert!(printed.contains("\"interrupted\": 2"), "{printed}");
+    assert!(printed.contains("stopped by SIGINT (Ctrl-C)"), "{printed}");
+    let study = Study::builder()
+        .name("quadratic")
+        .storage_url(format!("sqlite:{}", dir.join("study.db").display()))
+        .load()
+        .unwrap();
+    let trials = study.trials().unwrap();
+    assert!(
+        trials.iter().all(|t| t.state != TrialState::Running),
+        "{trials:#?}"
+    );
+    let interrupted: Vec<_> = trials
+        .iter()
+        .filter(|t| t.failure() == Some(hpo::FailureKind::Interrupted))
+        .collect();
+    assert_eq!(interrupted.len(), 2, "{trials:#?}");
+    for t in interrupted {
+        let copy = trials.iter().find(|c| {
+            c.state == TrialState::Waiting
+                && c.system_attrs.get(hpo::trial::FAILED_TRIAL_ATTR)
+                    == Some(&serde_json::json!(t.number))
+        });
+        assert_eq!(copy.map(|c| c.params()), Some(t.params()), "{trials:#?}");
+    }
+    for pid in workers {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists()
+                || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|s| s.contains(") Z")),
+            "worker {pid} left behind"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -8,6 +8,14 @@
 //! and the last lines of its standard error as system attributes. An OOM
 //! (told by the worker, or read from its stderr) is relaunched with a smaller
 //! micro-batch as a WAITING trial with lineage.
+//!
+//! Workers run in a process group of their own, so a terminal's Ctrl-C
+//! reaches the coordinator alone, and they ignore SIGINT and SIGTERM from
+//! anyone but the coordinator (a scheduler signals every process of the
+//! step). With the handlers of [`crate::signals`] the coordinator stops the
+//! study: nothing new starts, and the workers are stopped (after SIGTERM,
+//! once the grace period has passed) with their trials failed as
+//! interrupted, each with its retry copy.
 
 use super::admission::{AdmissionPolicy, Candidate, Launch, Scheduler, Step, TrialEnd};
 use super::devices::DeviceBudget;
@@ -16,11 +24,12 @@ use super::worker::{self, Assignment, ORPHAN_STATUS, STORAGE_FAILURE_STATUS, WOR
 use super::{
     batch_of, is_oom_text, shrink, Batch, MemoryEstimator, ACCUMULATION_ATTR, DEVICE_ATTR,
     ESTIMATE_BYTES_ATTR, EXIT_ATTR, MICRO_BATCH_ATTR, NOT_STARTED_REASON, OOM_RETRIES_ATTR,
-    PEAK_BYTES_ATTR, RESERVED_BYTES_ATTR, STDERR_ATTR,
+    PEAK_BYTES_ATTR, PEAK_RSS_ATTR, RESERVED_BYTES_ATTR, STDERR_ATTR,
 };
 use crate::error::{Error, Result};
 use crate::pruner::PrunerConfig;
 use crate::sampler::{Sampler, SamplerConfig};
+use crate::signals::{self, StopSignal};
 use crate::study::Trial;
 use crate::study::{DynObjective, Limits, Study, TrialRunner};
 use crate::trial::{FailureKind, FrozenTrial, TrialError, TrialState};
@@ -42,6 +51,23 @@ pub const LOOKAHEAD_LEARNING: usize = 2;
 /// Default time between SIGTERM and SIGKILL for a worker past its trial
 /// timeout ([`ProcessConfig::kill_grace`]).
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(10);
+
+/// The longest time between SIGTERM and SIGKILL for a worker stopped because
+/// a signal stopped the study (at most [`ProcessConfig::kill_grace`]): after
+/// SIGTERM's grace period of 20 s, a scheduler's SIGKILL is only 10 s away.
+const STOP_KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// System attributes of one attempt that an interrupted trial's retry copy
+/// leaves out: where and how that attempt ran.
+const ATTEMPT_ATTRS: [&str; 7] = [
+    EXIT_ATTR,
+    STDERR_ATTR,
+    PEAK_BYTES_ATTR,
+    PEAK_RSS_ATTR,
+    DEVICE_ATTR,
+    ESTIMATE_BYTES_ATTR,
+    RESERVED_BYTES_ATTR,
+];
 
 /// Settings of the process executor, given to
 /// [`Optimize::processes`](crate::Optimize::processes).
@@ -311,8 +337,10 @@ struct Worker {
     launch: Launch<u64>,
     min_micro: u32,
     timed_out: bool,
-    /// When SIGTERM was sent after the trial timeout.
+    /// When SIGTERM was sent after the trial timeout, or to stop the study.
     terminated: Option<Instant>,
+    /// The signal that stopped the study, once this worker was stopped for it.
+    stopped: Option<StopSignal>,
 }
 
 impl TrialRunner for ProcessConfig {
@@ -359,7 +387,7 @@ fn optimize_processes(
              not suggest fails its trial"
         );
     }
-    let Some(hb) = study.heartbeat_setting() else {
+    let Some(hb) = study.heartbeat() else {
         return Err(Error::InvalidConfig(format!(
             "study `{}`: worker processes need heartbeats, so that a trial whose worker or \
              coordinator dies is not left RUNNING; set `StudyBuilder::heartbeat(interval, grace)`",
@@ -416,20 +444,27 @@ impl Coordinator<'_> {
         let mut started = 0usize;
         loop {
             let mut busy = false;
-            // 0. Out of time, or asked to stop: nothing starts from now on.
-            // Trials sampled ahead and still queued are given back (see
-            // `give_back_held`), and OOM relaunch copies wait, enqueued, for
-            // the study's next run.
-            if self.study.stop_requested() || limits.timed_out(t0) {
+            // 0. Out of time, asked to stop, or a signal: nothing starts from
+            // now on. Trials sampled ahead and still queued are given back
+            // (see `give_back_held`), and OOM relaunch copies wait, enqueued,
+            // for the study's next run.
+            let signals = signals::state();
+            let signal = signals.signal();
+            if self.study.stop_requested() || limits.timed_out(t0) || signal.is_some() {
                 self.relaunches_pending = 0;
                 if !self.held.is_empty() {
                     self.give_back_held()?;
                     busy = true;
                 }
             }
+            // After SIGINT, or SIGTERM's grace period: the workers are stopped.
+            if let Some(signal) = signal.filter(|_| signals.stops_running(limits.term_grace)) {
+                self.stop_workers(signal);
+            }
             // 1. Sample ahead: ask for trials and queue them for admission.
             while self.held.len() < self.lookahead {
                 let wanted = !self.study.stop_requested()
+                    && signal.is_none()
                     && limits.n_trials.is_none_or(|n| started < n)
                     && !limits.timed_out(t0);
                 if !wanted && self.relaunches_pending == 0 {
@@ -483,15 +518,18 @@ impl Coordinator<'_> {
                         None
                     }
                 };
+                let kill_grace = match w.stopped {
+                    Some(_) => self.config.kill_grace.min(STOP_KILL_GRACE),
+                    None => self.config.kill_grace,
+                };
                 let status = match (status, self.config.trial_timeout, w.terminated) {
                     (Some(s), _, _) => Some(s),
                     // Past the grace after SIGTERM: SIGKILL.
-                    (None, _, Some(at)) if at.elapsed() > self.config.kill_grace => {
+                    (None, _, Some(at)) if at.elapsed() > kill_grace => {
                         tracing::warn!(
                             trial = w.number,
                             pid = w.child.id(),
-                            "the worker did not exit within {:?} of SIGTERM; killing it",
-                            self.config.kill_grace
+                            "the worker did not exit within {kill_grace:?} of SIGTERM; killing it"
                         );
                         let _ = w.child.kill();
                         w.child.wait().ok()
@@ -519,14 +557,43 @@ impl Coordinator<'_> {
                 && self.held.is_empty()
                 && self.sched.queued() == 0
                 && self.relaunches_pending == 0
-                && (self.study.stop_requested()
-                    || limits.n_trials.is_some_and(|n| started >= n)
-                    || limits.timed_out(t0))
             {
-                return Ok(());
+                if let Some(signal) = signal {
+                    return Err(Error::Interrupted { signal });
+                }
+                if self.study.stop_requested()
+                    || limits.n_trials.is_some_and(|n| started >= n)
+                    || limits.timed_out(t0)
+                {
+                    return Ok(());
+                }
             }
             if !busy {
                 std::thread::sleep(self.config.poll);
+            }
+        }
+    }
+
+    /// Stops every worker not stopped yet because `signal` stopped the
+    /// study: SIGTERM from the coordinator (the one sender a worker obeys),
+    /// SIGKILL if it has not exited after [`STOP_KILL_GRACE`]. Its trial is
+    /// failed as interrupted once it has exited (see [`Coordinator::ended`]).
+    fn stop_workers(&mut self, signal: StopSignal) {
+        for w in &mut self.workers {
+            // Already on its way out: stopped before, or past its timeout
+            // (its trial fails as timed out, which it is).
+            if w.stopped.is_some() || w.timed_out {
+                continue;
+            }
+            tracing::info!(
+                trial = w.number,
+                pid = w.child.id(),
+                "stopping the worker: {signal}"
+            );
+            w.stopped = Some(signal);
+            w.terminated = Some(Instant::now());
+            if !terminate(&w.child) {
+                let _ = w.child.kill();
             }
         }
     }
@@ -665,6 +732,7 @@ impl Coordinator<'_> {
                     min_micro,
                     timed_out: false,
                     terminated: None,
+                    stopped: None,
                 });
                 Ok(())
             }
@@ -701,7 +769,12 @@ impl Coordinator<'_> {
             .get(device)
             .cloned()
             .unwrap_or_else(|| device.to_string());
-        let mut child = Command::new(exe)
+        let mut command = Command::new(exe);
+        // A process group of its own: a terminal's Ctrl-C (SIGINT to the
+        // foreground group) reaches the coordinator, which decides.
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let mut child = command
             .args(args)
             .envs(self.config.env.iter().map(|(k, v)| (k, v)))
             .env(WORKER_ENV, json)
@@ -769,7 +842,16 @@ impl Coordinator<'_> {
         let storage = Arc::clone(self.study.storage());
         let mut record = storage.trial(w.trial_id)?;
         let mut device_fault = None;
-        if record.state == TrialState::Running {
+        if let Some(signal) = w.stopped.filter(|_| record.state == TrialState::Running) {
+            // Stopped with the study: its configuration waits for the next run.
+            record = match self
+                .study
+                .fail_interrupted(w.trial_id, signal, &ATTEMPT_ATTRS)?
+            {
+                Some(t) => t,
+                None => storage.trial(w.trial_id)?,
+            };
+        } else if record.state == TrialState::Running {
             let cause = if w.timed_out {
                 format!(
                     "did not finish within the trial timeout of {:?} and was killed",

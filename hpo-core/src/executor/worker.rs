@@ -138,6 +138,11 @@ where
     R: IntoTrialResult,
 {
     watch_parent(a.parent);
+    // SIGINT and SIGTERM from a terminal or a scheduler are the
+    // coordinator's to act on; its own SIGTERM still ends this process.
+    if let Err(e) = crate::signals::install_for_worker(a.parent) {
+        tracing::warn!("cannot leave SIGINT and SIGTERM to the coordinator: {e}");
+    }
     // The trial prunes as the coordinator's study would: the storage holds
     // no pruner, and a study opened from it alone gets the default one.
     let pruner: std::result::Result<Arc<dyn Pruner>, String> = match (&a.pruner, local) {
@@ -194,6 +199,13 @@ where
         ))),
         other => other,
     };
+    let ignored = crate::signals::ignored_in_worker();
+    if ignored > 0 {
+        tracing::info!(
+            trial = trial.number(),
+            "ignored {ignored} SIGINT/SIGTERM not sent by the coordinator: it decides"
+        );
+    }
     if let Some(rss) = process_peak_bytes() {
         // Best effort: the trial may have been reaped meanwhile.
         let _ = trial.set_system_attr(PEAK_RSS_ATTR, rss);
@@ -284,7 +296,14 @@ fn watch_parent(parent: u32) {
             .spawn(move || loop {
                 std::thread::sleep(Duration::from_millis(200));
                 if std::os::unix::process::parent_id() != parent {
-                    eprintln!("hpo worker: the coordinator (pid {parent}) is gone; exiting");
+                    // Not `eprintln!`: the coordinator read this process's
+                    // stderr, and with it gone the write fails, which would
+                    // panic this thread and leave the orphan running.
+                    use std::io::Write;
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "hpo worker: the coordinator (pid {parent}) is gone; exiting"
+                    );
                     std::process::exit(ORPHAN_STATUS);
                 }
             });

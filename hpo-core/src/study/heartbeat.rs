@@ -36,7 +36,9 @@ pub struct Heartbeat {
     pub grace: Duration,
 }
 
-/// Whether trials failed as stale are re-run.
+/// Whether trials failed as stale are re-run; it also bounds the re-runs of
+/// trials failed as interrupted by a signal, which are re-run
+/// [`INTERRUPTED_RETRIES`](super::INTERRUPTED_RETRIES) times without a policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// How many times one configuration is retried (Optuna's `max_retry`).

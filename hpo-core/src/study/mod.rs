@@ -2,12 +2,14 @@
 
 mod builder;
 mod heartbeat;
+mod interrupt;
 mod optimize;
 mod pareto;
 mod trial;
 
 pub use self::builder::StudyBuilder;
 pub use self::heartbeat::{Heartbeat, RetryPolicy};
+pub use self::interrupt::INTERRUPTED_RETRIES;
 pub use self::optimize::{DynObjective, Limits, Optimize, TrialRunner};
 pub use self::trial::Trial;
 
@@ -145,6 +147,18 @@ impl Study {
         &self.core.storage
     }
 
+    /// The heartbeat setting of this study handle
+    /// ([`StudyBuilder::heartbeat`]), if it has one.
+    pub fn heartbeat(&self) -> Option<Heartbeat> {
+        self.core.heartbeat
+    }
+
+    /// The retry policy of this study handle ([`StudyBuilder::retry`]), if
+    /// it has one.
+    pub fn retry_policy(&self) -> Option<RetryPolicy> {
+        self.core.retry
+    }
+
     /// The sampler.
     pub fn sampler(&self) -> &Arc<dyn Sampler> {
         &self.core.sampler
@@ -237,12 +251,23 @@ impl Study {
             .storage
             .finish_trial(frozen.id, state, values.as_deref(), &attrs)
         {
-            // Presumed dead and failed as stale by another worker: its record stands.
+            // Presumed dead and failed as stale by another worker, or failed
+            // as interrupted when a signal stopped the study: its record stands.
             Err(Error::TrialFinished { .. })
-                if core.storage.trial(frozen.id)?.failure() == Some(FailureKind::Stale) =>
+                if core
+                    .storage
+                    .trial(frozen.id)?
+                    .failure()
+                    .is_some_and(|k| !k.blames_configuration()) =>
             {
-                tracing::warn!(study = %core.name, "trial {} was failed as stale before it finished", frozen.number);
-                core.storage.trial(frozen.id)?
+                let stored = core.storage.trial(frozen.id)?;
+                tracing::warn!(
+                    study = %core.name,
+                    "trial {} was failed as {} before it finished",
+                    frozen.number,
+                    stored.failure().map_or("stale", FailureKind::as_str)
+                );
+                stored
             }
             other => other?,
         };

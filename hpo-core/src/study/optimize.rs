@@ -1,9 +1,11 @@
 //! The optimize loop: sequential or thread-parallel, with a budget and callbacks.
 
+use super::interrupt::{self, Running};
 use super::Trial;
 use super::{Finish, Study};
 use crate::error::{Error, Result};
-use crate::trial::{FrozenTrial, IntoTrialResult, TrialError};
+use crate::signals::{self, StopSignal, DEFAULT_TERM_GRACE};
+use crate::trial::{FailureKind, FrozenTrial, IntoTrialResult, TrialError};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,13 +14,18 @@ use std::time::{Duration, Instant};
 /// A callback run after each finished trial (in the thread that ran it).
 pub type Callback = Box<dyn Fn(&Study, &FrozenTrial) + Send + Sync>;
 
+/// A hook run before a signal ends the process ([`Optimize::before_exit`]).
+pub(crate) type ExitHook = Box<dyn Fn(&Study, StopSignal) + Send + Sync>;
+
 /// How long and how wide [`Study::optimize_with`] runs.
 ///
 /// Stops when [`Optimize::trials`] trials have been started by this call, when
 /// the [`Optimize::timeout`] has elapsed (checked before each trial starts; a
 /// running trial is not interrupted), or when [`Study::stop`] is called,
 /// whichever comes first. With neither a trial count nor a timeout it runs
-/// until stopped.
+/// until stopped. With the handlers of [`signals::install`], SIGINT and
+/// SIGTERM stop it too, and it returns [`Error::Interrupted`] (see
+/// [`crate::signals`] for what happens to the running trials).
 ///
 /// ```
 /// # use hpo_core::Optimize;
@@ -32,16 +39,32 @@ pub struct Optimize {
     n_jobs: usize,
     callbacks: Vec<Callback>,
     runner: Option<Arc<dyn TrialRunner>>,
+    term_grace: Option<Duration>,
+    before_exit: Vec<ExitHook>,
 }
 
 /// The trial budget of one [`Study::optimize_with`] call, as a
 /// [`TrialRunner`] receives it.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// Stop after this many trials started by the call.
     pub n_trials: Option<usize>,
     /// Stop starting trials after this long.
     pub timeout: Option<Duration>,
+    /// After SIGTERM, how long running trials may go on before they are
+    /// failed as interrupted ([`Optimize::term_grace`]).
+    pub term_grace: Duration,
+}
+
+impl Default for Limits {
+    /// No trial count, no timeout, [`DEFAULT_TERM_GRACE`].
+    fn default() -> Self {
+        Limits {
+            n_trials: None,
+            timeout: None,
+            term_grace: DEFAULT_TERM_GRACE,
+        }
+    }
 }
 
 impl Limits {
@@ -79,6 +102,8 @@ impl std::fmt::Debug for Optimize {
             .field("n_jobs", &self.n_jobs)
             .field("callbacks", &self.callbacks.len())
             .field("runner", &self.runner)
+            .field("term_grace", &self.term_grace)
+            .field("before_exit", &self.before_exit.len())
             .finish()
     }
 }
@@ -121,6 +146,29 @@ impl Optimize {
         self.callbacks.push(Box::new(f));
         self
     }
+
+    /// After SIGTERM (with the handlers of [`signals::install`]), how long
+    /// the running trials may go on before they are failed as interrupted
+    /// and re-enqueued (default [`DEFAULT_TERM_GRACE`]; keep it well inside
+    /// the scheduler's time between SIGTERM and SIGKILL, Slurm's `KillWait`).
+    pub fn term_grace(mut self, grace: Duration) -> Self {
+        self.term_grace = Some(grace);
+        self
+    }
+
+    /// Adds a hook run when a signal ends the process from inside
+    /// [`Study::optimize_with`]: trials running on this process's threads
+    /// cannot be stopped, so once SIGINT or SIGTERM has failed them (see
+    /// [`crate::signals`]) and their objectives have not returned, the
+    /// process exits with the signal's status after running these hooks.
+    /// Give here what the caller would do after `optimize_with` returned
+    /// [`Error::Interrupted`] (restore the terminal, print a summary); the
+    /// hooks run on the watcher thread. Worker processes never need them:
+    /// their coordinator stops them and returns.
+    pub fn before_exit(mut self, f: impl Fn(&Study, StopSignal) + Send + Sync + 'static) -> Self {
+        self.before_exit.push(Box::new(f));
+        self
+    }
 }
 
 impl Study {
@@ -138,6 +186,7 @@ impl Study {
         let limits = Limits {
             n_trials: opts.n_trials,
             timeout: opts.timeout,
+            term_grace: opts.term_grace.unwrap_or(DEFAULT_TERM_GRACE),
         };
         if let Some(runner) = &opts.runner {
             let callback = |study: &Study, trial: &FrozenTrial| {
@@ -151,56 +200,84 @@ impl Study {
         let started = AtomicUsize::new(0);
         let first_error: Mutex<Option<Error>> = Mutex::new(None);
         let t0 = Instant::now();
-        let worker = || loop {
-            if self.core.stop.load(Ordering::SeqCst) {
-                break;
-            }
-            if let Some(n) = opts.n_trials {
-                if started.fetch_add(1, Ordering::SeqCst) >= n {
+        let jobs = opts.n_jobs.max(1);
+        // Only with the handlers installed can a signal stop the trials.
+        let running = signals::installed().then(|| Running::new(jobs));
+        let worker = || {
+            loop {
+                if self.core.stop.load(Ordering::SeqCst) || !signals::state().admits() {
                     break;
                 }
-            }
-            if limits.timed_out(t0) {
-                break;
-            }
-            match self.run_one(&objective) {
-                Ok(finished) => {
-                    for cb in &opts.callbacks {
-                        cb(self, &finished);
+                if let Some(n) = opts.n_trials {
+                    if started.fetch_add(1, Ordering::SeqCst) >= n {
+                        break;
                     }
                 }
-                Err(e) => {
-                    if let Ok(mut slot) = first_error.lock() {
-                        slot.get_or_insert(e);
-                    }
-                    self.stop();
+                if limits.timed_out(t0) {
                     break;
                 }
+                match self.run_one(&objective, running.as_ref()) {
+                    Ok(Some(finished)) => {
+                        for cb in &opts.callbacks {
+                            cb(self, &finished);
+                        }
+                    }
+                    // Failed by the watcher, which told the callbacks.
+                    Ok(None) => {}
+                    Err(e) => {
+                        if let Ok(mut slot) = first_error.lock() {
+                            slot.get_or_insert(e);
+                        }
+                        self.stop();
+                        break;
+                    }
+                }
+            }
+            if let Some(r) = &running {
+                r.job_done();
             }
         };
-        let jobs = opts.n_jobs.max(1);
-        if jobs == 1 {
-            worker();
-        } else {
-            std::thread::scope(|s| {
+        std::thread::scope(|s| {
+            if let Some(r) = &running {
+                let (callbacks, hooks) = (&opts.callbacks, &opts.before_exit);
+                s.spawn(move || interrupt::watch(self, r, limits.term_grace, callbacks, hooks));
+            }
+            if jobs == 1 {
+                worker();
+            } else {
                 for _ in 0..jobs {
                     s.spawn(worker);
                 }
-            });
+            }
+        });
+        if let Some(e) = first_error.into_inner()? {
+            return Err(e);
         }
-        match first_error.into_inner()? {
-            Some(e) => Err(e),
+        match signals::state().signal() {
+            Some(signal) => Err(Error::Interrupted { signal }),
             None => Ok(()),
         }
     }
 
-    /// Runs one trial; objective failures become FAIL trials, storage errors are returned.
-    fn run_one<F, R>(&self, objective: &F) -> Result<Arc<FrozenTrial>>
+    /// Runs one trial; objective failures become FAIL trials, storage errors
+    /// are returned. `None` when a signal stopped the study and its watcher
+    /// failed the trial (and told the callbacks).
+    fn run_one<F, R>(
+        &self,
+        objective: &F,
+        running: Option<&Running>,
+    ) -> Result<Option<Arc<FrozenTrial>>>
     where
         F: Fn(&mut Trial) -> R + Sync,
         R: IntoTrialResult,
     {
         let mut trial = self.ask()?;
+        let id = trial.id();
+        if let Some(signal) = running.map(|r| r.enter(id)).transpose()?.flatten() {
+            // Started just as the watcher stopped the others.
+            drop(trial);
+            return self.fail_interrupted(id, signal, &[]);
+        }
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             objective(&mut trial).into_trial_result()
         }));
@@ -208,18 +285,18 @@ impl Study {
             Ok(r) => Finish::Result(r),
             Err(payload) => Finish::Panic(panic_message(payload.as_ref())),
         };
-        self.finish(trial, finish)
+        let finished = self.finish(trial, finish);
+        if let Some(r) = running {
+            r.leave(id);
+        }
+        let finished = finished?;
+        Ok((finished.failure() != Some(FailureKind::Interrupted)).then_some(finished))
     }
 }
 
 /// Hooks for the process executor (`crate::executor`): a trial asked by the
 /// coordinator is handed to a worker process, which adopts it.
 impl Study {
-    /// The heartbeat setting of this study handle.
-    pub(crate) fn heartbeat_setting(&self) -> Option<super::Heartbeat> {
-        self.core.heartbeat
-    }
-
     /// Whether [`Study::stop`] was called.
     pub(crate) fn stop_requested(&self) -> bool {
         self.core.stop.load(Ordering::SeqCst)

@@ -80,6 +80,9 @@ pub enum FailureKind {
     Infeasible,
     /// The worker stopped sending heartbeats (crashed or was killed).
     Stale,
+    /// SIGINT or SIGTERM stopped the study while the trial ran (see
+    /// [`crate::signals`]); a WAITING retry copy runs it again.
+    Interrupted,
 }
 
 impl FailureKind {
@@ -101,6 +104,7 @@ impl FailureKind {
             FailureKind::Oom => "oom",
             FailureKind::Infeasible => "infeasible",
             FailureKind::Stale => "stale",
+            FailureKind::Interrupted => "interrupted",
         }
     }
 
@@ -113,6 +117,7 @@ impl FailureKind {
             "oom" => FailureKind::Oom,
             "infeasible" => FailureKind::Infeasible,
             "stale" => FailureKind::Stale,
+            "interrupted" => FailureKind::Interrupted,
             _ => return None,
         })
     }
@@ -133,6 +138,13 @@ impl FailureKind {
         ]
     }
 
+    /// Whether the failure says something about the trial's configuration:
+    /// false for a trial whose worker stopped beating or that a signal
+    /// stopped, which would have gone on had it been left alone.
+    pub fn blames_configuration(self) -> bool {
+        !matches!(self, FailureKind::Stale | FailureKind::Interrupted)
+    }
+
     /// Whether samplers should treat this failure as a constraint violation
     /// (learn to avoid the region) rather than ignore it.
     pub fn is_constraint_violation(self) -> bool {
@@ -143,5 +155,30 @@ impl FailureKind {
 impl fmt::Display for FailureKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_kinds_round_trip_and_say_whom_they_blame() {
+        let all = [
+            FailureKind::Error,
+            FailureKind::Panic,
+            FailureKind::NonFinite,
+            FailureKind::Oom,
+            FailureKind::Infeasible,
+            FailureKind::Stale,
+            FailureKind::Interrupted,
+        ];
+        for k in all {
+            assert_eq!(FailureKind::parse(k.as_str()), Some(k));
+        }
+        assert_eq!(FailureKind::Interrupted.as_str(), "interrupted");
+        let blamed: Vec<_> = all.iter().filter(|k| k.blames_configuration()).collect();
+        assert_eq!(blamed.len(), 5, "all but stale and interrupted");
+        assert!(!FailureKind::Interrupted.is_constraint_violation());
     }
 }

@@ -35,6 +35,7 @@ mod sampler_conformance;
 mod sampler_processes;
 mod sampler_streams;
 mod sampler_suite;
+mod signals;
 mod sqlite_bad_input;
 mod sqlite_optuna_reference;
 mod sqlite_processes;

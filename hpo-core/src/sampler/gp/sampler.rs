@@ -204,8 +204,9 @@ impl GpSampler {
                 // A configuration that failed (out of memory, infeasible, an
                 // error such as a diverged loss, a panic, a value that is not
                 // finite) does not work there; a worker that stopped sending
-                // heartbeats says nothing about its configuration.
-                TrialState::Fail if t.failure().is_some_and(|k| k != FailureKind::Stale) => {
+                // heartbeats, or a study stopped by a signal, says nothing
+                // about its configuration.
+                TrialState::Fail if t.failure().is_some_and(FailureKind::blames_configuration) => {
                     obs.fx.push(x.clone());
                     obs.feasible.push(false);
                     violated_points.push((t.number, x));
