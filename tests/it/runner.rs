@@ -61,6 +61,15 @@ fn temp_db(tag: &str, pid: u32) -> (PathBuf, String) {
     (db.clone(), format!("sqlite:{}", db.display()))
 }
 
+/// The study `quadratic` of `url`, as stored.
+fn quadratic(url: &str) -> Study {
+    Study::builder()
+        .name("quadratic")
+        .storage_url(url)
+        .load()
+        .unwrap()
+}
+
 fn runner(args: &StudyArgs) -> StudyRunner<'_> {
     StudyRunner::new(args)
         .default_study("quadratic")
@@ -141,11 +150,7 @@ fn bad_flags_and_configurations_are_refused_leaving_the_study_as_it_was() {
     assert!(e.contains("`y` is not a parameter"), "{e}");
     let e = err(&["--storage", &url, "--enqueue", r#"{"batch": 3}"#]);
     assert!(e.contains("`batch` = 3"), "{e}");
-    let study = Study::builder()
-        .name("quadratic")
-        .storage_url(&url)
-        .load()
-        .unwrap();
+    let study = quadratic(&url);
     assert!(study.trials().unwrap().is_empty());
     let _ = std::fs::remove_dir_all(db.parent().unwrap());
 }
@@ -252,13 +257,7 @@ fn a_study_resumed_with_another_space_is_refused() {
     let _ = std::fs::remove_file(&db);
     let a = args(&["--storage", &url, "--jobs", "in-process", "--trials", "2"]);
     runner(&a).run(objective).unwrap();
-    let recorded = Study::builder()
-        .name("quadratic")
-        .storage_url(&url)
-        .load()
-        .unwrap()
-        .system_attrs()
-        .unwrap();
+    let recorded = quadratic(&url).system_attrs().unwrap();
     assert!(recorded[hpo::cli::SPACE_ATTR]
         .as_str()
         .is_some_and(|s| s.contains("float[-4, 4]")));
@@ -282,11 +281,7 @@ fn a_study_resumed_with_another_space_is_refused() {
         "{e}"
     );
     assert!(e.contains("- x") && e.contains("+ x"), "{e}");
-    let study = Study::builder()
-        .name("quadratic")
-        .storage_url(&url)
-        .load()
-        .unwrap();
+    let study = quadratic(&url);
     assert_eq!(study.trials().unwrap().len(), 2, "nothing ran");
     // Let through on purpose, the new space is recorded.
     let done = wider(true).unwrap();
@@ -303,13 +298,7 @@ fn a_study_resumed_on_data_that_changes_its_space_is_refused() {
     let a = args(&["--storage", &url, "--jobs", "in-process", "--trials", "1"]);
     let with = |line: &str| runner(&a).space_data(line).run(objective);
     with("length_pct 50 -> 24 tokens, 99 -> 64").unwrap();
-    let recorded = Study::builder()
-        .name("quadratic")
-        .storage_url(&url)
-        .load()
-        .unwrap()
-        .system_attrs()
-        .unwrap();
+    let recorded = quadratic(&url).system_attrs().unwrap();
     assert!(recorded[hpo::cli::SPACE_ATTR]
         .as_str()
         .is_some_and(|s| s.ends_with("data: length_pct 50 -> 24 tokens, 99 -> 64\n")));
@@ -325,11 +314,7 @@ fn a_study_resumed_on_data_that_changes_its_space_is_refused() {
         "{e}"
     );
     assert!(e.contains("(and the data)"), "{e}");
-    let study = Study::builder()
-        .name("quadratic")
-        .storage_url(&url)
-        .load()
-        .unwrap();
+    let study = quadratic(&url);
     assert_eq!(
         study.trials().unwrap().len(),
         2,
