@@ -23,6 +23,8 @@ pub fn state_label(t: &FrozenTrial) -> &'static str {
         (TrialState::Fail, Some(FailureKind::Oom)) => "oom",
         (TrialState::Fail, Some(FailureKind::Infeasible)) => "infeasible",
         (TrialState::Fail, Some(FailureKind::Interrupted)) => "interrupted",
+        (TrialState::Fail, Some(FailureKind::NotStarted)) => "not started",
+        // Studies written before the kind existed: recorded as errors.
         (TrialState::Fail, _) if t.fail_reason() == Some(executor::NOT_STARTED_REASON) => {
             "not started"
         }

@@ -20,7 +20,7 @@ use burn::tensor::Tensor;
 /// above its square root (`(1, rows)` for a prime).
 pub(crate) fn split_rows(rows: usize) -> (usize, usize) {
     let mut a = (rows as f64).sqrt().floor() as usize;
-    while a > 1 && rows % a != 0 {
+    while a > 1 && !rows.is_multiple_of(a) {
         a -= 1;
     }
     let a = a.max(1);

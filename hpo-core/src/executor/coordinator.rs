@@ -647,7 +647,7 @@ impl Coordinator<'_> {
                 continue;
             };
             let frozen = self.study.hand_over(h.trial)?;
-            let attrs = FailureKind::Error.attrs(NOT_STARTED_REASON);
+            let attrs = FailureKind::NotStarted.attrs(NOT_STARTED_REASON);
             let retry = |t: &FrozenTrial| {
                 Some(t.retry_copy(&[FailureKind::ATTR, FailureKind::REASON_ATTR]))
             };

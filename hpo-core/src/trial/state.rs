@@ -83,6 +83,9 @@ pub enum FailureKind {
     /// SIGINT or SIGTERM stopped the study while the trial ran (see
     /// [`crate::signals`]); a WAITING retry copy runs it again.
     Interrupted,
+    /// Sampled ahead but never started: the study's time ran out or it was
+    /// stopped before a worker was free; a WAITING copy runs it next time.
+    NotStarted,
 }
 
 impl FailureKind {
@@ -105,6 +108,7 @@ impl FailureKind {
             FailureKind::Infeasible => "infeasible",
             FailureKind::Stale => "stale",
             FailureKind::Interrupted => "interrupted",
+            FailureKind::NotStarted => "not_started",
         }
     }
 
@@ -118,6 +122,7 @@ impl FailureKind {
             "infeasible" => FailureKind::Infeasible,
             "stale" => FailureKind::Stale,
             "interrupted" => FailureKind::Interrupted,
+            "not_started" => FailureKind::NotStarted,
             _ => return None,
         })
     }
@@ -140,9 +145,13 @@ impl FailureKind {
 
     /// Whether the failure says something about the trial's configuration:
     /// false for a trial whose worker stopped beating or that a signal
-    /// stopped, which would have gone on had it been left alone.
+    /// stopped, which would have gone on had it been left alone, and for
+    /// one that never started.
     pub fn blames_configuration(self) -> bool {
-        !matches!(self, FailureKind::Stale | FailureKind::Interrupted)
+        !matches!(
+            self,
+            FailureKind::Stale | FailureKind::Interrupted | FailureKind::NotStarted
+        )
     }
 
     /// Whether samplers should treat this failure as a constraint violation
@@ -172,13 +181,19 @@ mod tests {
             FailureKind::Infeasible,
             FailureKind::Stale,
             FailureKind::Interrupted,
+            FailureKind::NotStarted,
         ];
         for k in all {
             assert_eq!(FailureKind::parse(k.as_str()), Some(k));
         }
         assert_eq!(FailureKind::Interrupted.as_str(), "interrupted");
         let blamed: Vec<_> = all.iter().filter(|k| k.blames_configuration()).collect();
-        assert_eq!(blamed.len(), 5, "all but stale and interrupted");
+        assert_eq!(
+            blamed.len(),
+            5,
+            "all but stale, interrupted and not started"
+        );
+        assert_eq!(FailureKind::NotStarted.as_str(), "not_started");
         assert!(!FailureKind::Interrupted.is_constraint_violation());
     }
 }

@@ -799,7 +799,9 @@ fn executor_timeout_launches_nothing_more_and_gives_back_what_it_sampled_ahead()
     assert_eq!(waiting.len(), given_back.len(), "{states:?}");
     assert_eq!(trials.len(), 8 + waiting.len(), "nothing else: {states:?}");
     for t in &given_back {
-        assert_eq!(t.failure(), Some(FailureKind::Error));
+        // Never started: no sampler may read it as a verdict on its configuration.
+        assert_eq!(t.failure(), Some(FailureKind::NotStarted));
+        assert!(!FailureKind::NotStarted.blames_configuration());
         // Its configuration waits, with its lineage, for the next run.
         let copy = waiting
             .iter()
