@@ -1,0 +1,115 @@
+"""Tests of bench/gpu/summary.py on what a GPU check left, replayed on the CPU
+(standard library only; CI runs it beside the check's dry run):
+
+    python3 bench/gpu/test_summary.py
+"""
+import json, os, sqlite3, sys, tempfile, unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import summary  # noqa: E402
+
+CATEGORICAL = json.dumps({"name": "CategoricalDistribution",
+                          "attributes": {"choices": [16, 32, 64]}})
+
+
+def study_db(path, trials):
+    """An Optuna-schema SQLite file with the tables summary.py reads;
+    `trials` is a list of (number, state, system attrs, batch_size)."""
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE trials (trial_id INTEGER PRIMARY KEY, number INTEGER, state TEXT,
+                             datetime_start TEXT, datetime_complete TEXT);
+        CREATE TABLE trial_values (trial_id INTEGER, value REAL);
+        CREATE TABLE trial_system_attributes (trial_id INTEGER, key TEXT, value_json TEXT);
+        CREATE TABLE trial_user_attributes (trial_id INTEGER, key TEXT, value_json TEXT);
+        CREATE TABLE trial_params (trial_id INTEGER, param_name TEXT, param_value REAL,
+                                   distribution_json TEXT);
+    """)
+    for number, state, system, batch in trials:
+        tid = number + 1
+        con.execute("INSERT INTO trials VALUES (?, ?, ?, ?, ?)",
+                    (tid, number, state, f"2026-11-26 15:00:{number:02d}", None))
+        if state == "COMPLETE":
+            con.execute("INSERT INTO trial_values VALUES (?, ?)", (tid, 0.5))
+        for k, v in system.items():
+            con.execute("INSERT INTO trial_system_attributes VALUES (?, ?, ?)",
+                        (tid, k, json.dumps(v)))
+        con.execute("INSERT INTO trial_params VALUES (?, ?, ?, ?)",
+                    (tid, "batch_size", [16, 32, 64].index(batch), CATEGORICAL))
+        con.execute("INSERT INTO trial_params VALUES (?, ?, ?, ?)",
+                    (tid, "grad_accum", 1, json.dumps({"name": "IntDistribution"})))
+    con.commit()
+    con.close()
+
+
+def oom(micro, accum, retries=None, failed=None):
+    attrs = {"hpo:failure": "oom", "hpo:micro_batch": micro, "hpo:accumulation": accum}
+    if retries is not None:
+        attrs.update({"oom_retries": retries, "failed_trial": failed})
+    return attrs
+
+
+class ForcedOom(unittest.TestCase):
+    def test_another_trials_relaunches_are_not_the_enqueued_ones(self):
+        # What the H100's call 3 left: the enqueued trial 0 (batch 64) and the
+        # study's trial 1 (batch 16) both met the ballast; each completed
+        # after relaunches of its own.
+        with tempfile.TemporaryDirectory() as work:
+            study_db(os.path.join(work, "oom.db"), [
+                (0, "FAIL", oom(32, 2), 64),
+                (1, "FAIL", oom(16, 1), 16),
+                (2, "FAIL", oom(16, 4, 1, 0), 64),
+                (3, "FAIL", oom(8, 8, 2, 0), 64),
+                (4, "FAIL", oom(8, 2, 1, 1), 16),
+                (5, "COMPLETE", {"hpo:micro_batch": 4, "hpo:accumulation": 16,
+                                 "oom_retries": 3, "failed_trial": 0}, 64),
+                (6, "COMPLETE", {"hpo:micro_batch": 4, "hpo:accumulation": 4,
+                                 "oom_retries": 2, "failed_trial": 1}, 16),
+            ])
+            got = summary.oom_step(work)
+        self.assertTrue(got["forced_oom_recovered"], got)
+        self.assertEqual([c["number"] for c in got["lineage"]], [0, 2, 3, 5])
+        self.assertEqual(got["effective_batch"], 64)
+        self.assertTrue(got["study_went_on"])
+        self.assertEqual(got["complete_with_meaningless_score"], [])
+
+    def test_a_relaunch_at_another_effective_batch_is_not_a_recovery(self):
+        with tempfile.TemporaryDirectory() as work:
+            study_db(os.path.join(work, "oom.db"), [
+                (0, "FAIL", oom(64, 1), 64),
+                (1, "COMPLETE", {"hpo:micro_batch": 16, "hpo:accumulation": 2,
+                                 "oom_retries": 1, "failed_trial": 0}, 64),
+            ])
+            got = summary.oom_step(work)
+        self.assertFalse(got["forced_oom_recovered"], got)
+        self.assertFalse(got["study_went_on"])
+
+
+class Profile(unittest.TestCase):
+    def test_kernel_lines_are_summed_by_kernel_and_kind(self):
+        log = "\n".join([
+            "| 1.5ms      | MatmulEntry | TensorArgs | CudaRuntime",
+            "| 2.0ms      | ReduceKernel | TensorArgs | CudaRuntime",
+            "| 500µs      | ReduceKernel | TensorArgs | CudaRuntime",
+            "| 20µs       | KernelBinop | MulOp | CudaRuntime",
+            "| Name | Duration | Num Computed | Ratio |",
+            "| 30µs       | KernelScalarBinop | MulOp | CudaRuntime",
+        ])
+        with tempfile.TemporaryDirectory() as out:
+            with open(os.path.join(out, "cubecl_profile.log"), "w") as f:
+                f.write(log + "\n")
+            got = summary.profile(out)
+        self.assertEqual(got["launches"], 5)
+        self.assertAlmostEqual(got["kernel_seconds"], 4.05e-3)
+        self.assertEqual(got["top"][0]["name"], "ReduceKernel | TensorArgs | CudaRuntime")
+        self.assertEqual(got["top"][0]["launches"], 2)
+        kinds = {k: v["launches"] for k, v in got["classes"].items()}
+        self.assertEqual(kinds, {"reduce": 2, "matmul": 1, "elementwise": 2})
+
+    def test_no_log_is_no_profile(self):
+        with tempfile.TemporaryDirectory() as out:
+            self.assertEqual(summary.profile(out), {"ran": False})
+
+
+if __name__ == "__main__":
+    unittest.main()
