@@ -417,8 +417,7 @@ fn backbones(args: &Args, train: Dataset, valid: Dataset) -> anyhow::Result<Back
             None,
             hpo_burn::DEFAULT_TRAINED_VOCAB,
         )?);
-        // BERT's 512 positions bound a model made from scratch.
-        let lengths = lengths(&task, &[50, 75, 90, 99], 512)?;
+        let lengths = lengths(&task, &[50, 75, 90, 99])?;
         return Ok(Backbones {
             light: Arc::clone(&task),
             heavy: task,
@@ -442,20 +441,19 @@ fn backbones(args: &Args, train: Dataset, valid: Dataset) -> anyhow::Result<Back
             );
         }
     }
-    let cap = heavy.config.max_position_embeddings;
     let heavy = Arc::new(TextTask::new(train.clone(), valid.clone(), Some(heavy), 0)?);
     Ok(Backbones {
         light: Arc::new(TextTask::new(train, valid, Some(light), 0)?),
-        lengths: lengths(&heavy, &[50, 90, 99], cap)?,
+        lengths: lengths(&heavy, &[50, 90, 99])?,
         heavy,
         presets: None,
     })
 }
 
 /// The sequence lengths at the space's percentiles of the training texts'
-/// token lengths, said once at start-up.
-fn lengths(task: &TextTask, percentiles: &[u32], cap: usize) -> anyhow::Result<Lengths> {
-    let lengths = Lengths::of(task, percentiles, cap)?;
+/// token lengths (capped by the checkpoint), said once at start-up.
+fn lengths(task: &TextTask, percentiles: &[u32]) -> anyhow::Result<Lengths> {
+    let lengths = Lengths::for_task(task, percentiles)?;
     if !hpo::executor::is_worker() {
         println!("lengths: {}", lengths.describe("length_pct"));
     }

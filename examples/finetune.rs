@@ -17,7 +17,7 @@ use hpo::{Direction, MedianPruner, SearchSpace, Trial, TrialError};
 use hpo_burn::burn::tensor::backend::AutodiffBackend;
 use hpo_burn::estimator::{Sizing, TrainingEstimator};
 use hpo_burn::experiment::{
-    checkpoints, fine_tune, light_and_heavy, score_best, DeviceArg, OnBackend, Splits,
+    checkpoints, fine_tune, light_and_heavy, score_best, DeviceArg, Lengths, OnBackend, Splits,
 };
 use hpo_burn::{Pooling, Preset, RunSpec, TextTask, TrainConfig, TsvSpec};
 use std::path::PathBuf;
@@ -56,9 +56,9 @@ struct Space {
     warmup: f64,
 }
 
-/// The run a trial asks for (the objective and the memory estimate both
-/// call it, so they see the same configuration).
-fn spec(trial: &mut Trial, epochs: usize, seed: u64) -> Result<RunSpec, TrialError> {
+/// The run a trial asks for at sequence length `len` (the objective and the
+/// memory estimate both call it, so they see the same configuration).
+fn spec(trial: &mut Trial, epochs: usize, seed: u64, len: usize) -> Result<RunSpec, TrialError> {
     let s = Space::sample(trial)?;
     Ok(RunSpec {
         preset: Preset::Tiny, // ignored: the checkpoint's dimensions win
@@ -70,7 +70,7 @@ fn spec(trial: &mut Trial, epochs: usize, seed: u64) -> Result<RunSpec, TrialErr
             epochs,
             learning_rate: s.lr,
             micro_batch: s.batch_size,
-            max_len: 48,
+            max_len: len,
             warmup_ratio: s.warmup,
             balanced_loss: true,
             seed: seed + trial.number(),
@@ -94,9 +94,11 @@ impl OnBackend for Finetune<'_> {
     fn run<B: AutodiffBackend>(self, device: B::Device) -> anyhow::Result<()> {
         let (args, task) = (self.args, &self.task);
         let (epochs, seed) = (args.epochs, args.study.seed);
+        // Long enough for 99% of the training texts, whatever the data.
+        let len = Lengths::for_task(task, &[99])?.at[0].1;
         let sized = Arc::clone(task);
         let estimator = TrainingEstimator::new(move |trial| {
-            Ok(Sizing::of_run(&sized, &spec(trial, epochs, seed)?)?)
+            Ok(Sizing::of_run(&sized, &spec(trial, epochs, seed, len)?)?)
         });
         let runner = StudyRunner::new(&args.study)
             .default_storage("sqlite:///finetune.db")
@@ -105,12 +107,13 @@ impl OnBackend for Finetune<'_> {
             .direction(Direction::Maximize)
             .pruner(MedianPruner::default())
             .space::<Space>()
+            .space_data(format!("length {len} (99th percentile)"))
             .metric("macro-F1")
             .keep_artifacts(KeepArtifacts::Best(1))
             .workers(Arc::new(estimator), args.device.memory()?);
         let store = runner.artifact_store()?;
         let done = runner.run(|trial| {
-            let spec = spec(trial, epochs, seed)?;
+            let spec = spec(trial, epochs, seed, len)?;
             Ok(fine_tune::<B>(trial, task, spec, &device, Some(&store))?.value)
         })?;
         let held_out = score_best::<B::InnerBackend>(

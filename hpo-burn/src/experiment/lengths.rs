@@ -10,6 +10,9 @@ fn config(message: String) -> Error {
     Error::Core(hpo_core::Error::InvalidConfig(message))
 }
 
+/// The cap of a task without a checkpoint: BERT's positions.
+const FROM_SCRATCH_CAP: usize = 512;
+
 /// Lengths are rounded up to a multiple of this (fewer distinct shapes for
 /// the device's kernels, no length that ends mid-word by a token or two).
 const ROUND_TO: usize = 8;
@@ -47,6 +50,16 @@ impl Lengths {
             .map(EncodedExample::len)
             .collect();
         Self::from_counts(&counts, percentiles, cap)
+    }
+
+    /// [`Lengths::of`] capped by what the task's model can take: its
+    /// checkpoint's positions, or BERT's 512 for a model made from scratch.
+    pub fn for_task(task: &TextTask, percentiles: &[u32]) -> Result<Self> {
+        let cap = task
+            .checkpoint
+            .as_ref()
+            .map_or(FROM_SCRATCH_CAP, |c| c.config.max_position_embeddings);
+        Self::of(task, percentiles, cap)
     }
 
     /// The same from token counts already made (nearest-rank percentiles).
