@@ -26,8 +26,8 @@ pub struct TextTask {
     pub tokenizer: TextTokenizer,
     /// The pretrained starting point, if any.
     pub checkpoint: Option<Checkpoint>,
-    /// The longest training example in tokens, untruncated (computed once).
-    longest_train: std::sync::OnceLock<usize>,
+    /// Every training example's length in tokens, untruncated (computed once).
+    train_lengths: std::sync::OnceLock<Vec<usize>>,
 }
 
 impl TextTask {
@@ -57,7 +57,7 @@ impl TextTask {
             valid,
             tokenizer,
             checkpoint,
-            longest_train: std::sync::OnceLock::new(),
+            train_lengths: std::sync::OnceLock::new(),
         })
     }
 
@@ -65,19 +65,31 @@ impl TextTask {
     /// before truncation): batches are padded to their own longest
     /// sequence, so a run at `max_len` never sees a batch longer than
     /// `max_len.min(longest_train_tokens())`, and that is what its memory
-    /// is sized for. Tokenizes the split once, then remembers.
+    /// is sized for.
     pub fn longest_train_tokens(&self) -> Result<usize> {
-        if let Some(&n) = self.longest_train.get() {
-            return Ok(n);
+        Ok(self
+            .train_token_lengths()?
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0))
+    }
+
+    /// Every training example's length in tokens (special tokens included,
+    /// before truncation), in the split's order: what the memory estimate
+    /// and [`crate::experiment::Lengths`] read. Tokenizes the split once,
+    /// then remembers.
+    pub fn train_token_lengths(&self) -> Result<&[usize]> {
+        if let Some(lengths) = self.train_lengths.get() {
+            return Ok(lengths);
         }
         // Long enough that nothing is cut: the length itself is wanted.
-        let n = self
+        let lengths = self
             .encode_dataset(&self.train, 1 << 20)?
             .iter()
             .map(EncodedExample::len)
-            .max()
-            .unwrap_or(0);
-        Ok(*self.longest_train.get_or_init(|| n))
+            .collect();
+        Ok(self.train_lengths.get_or_init(|| lengths))
     }
 
     /// Tokenizes both splits at `max_len`.

@@ -2,7 +2,6 @@
 //! training texts, so that a space's length choices mean the same thing on
 //! tweets and on news articles.
 
-use crate::batch::EncodedExample;
 use crate::error::{Error, Result};
 use crate::task::TextTask;
 
@@ -44,12 +43,7 @@ impl Lengths {
     /// The lengths at `percentiles` (each in 1..=100) of `task`'s training
     /// texts as its tokenizer counts them, capped at `cap` tokens.
     pub fn of(task: &TextTask, percentiles: &[u32], cap: usize) -> Result<Self> {
-        let counts: Vec<usize> = task
-            .encode_dataset(&task.train, 1 << 20)?
-            .iter()
-            .map(EncodedExample::len)
-            .collect();
-        Self::from_counts(&counts, percentiles, cap)
+        Self::from_counts(task.train_token_lengths()?, percentiles, cap)
     }
 
     /// [`Lengths::of`] capped by what the task's model can take: its
