@@ -62,10 +62,6 @@ pub struct Summary {
     pub peak: Option<Peak>,
     /// Mean and longest duration of the finished trials, in seconds.
     pub seconds_per_trial: Option<(f64, f64)>,
-    /// Trials RUNNING in the storage that the run this summary closes was
-    /// not running ([`Summary::after_run`]): counted under `unfinished`,
-    /// not `running`.
-    pub unfinished: usize,
 }
 
 /// The label [`Summary::after_run`] gives RUNNING trials.
@@ -88,15 +84,18 @@ impl Summary {
         Summary::counting(trials, on_device, true)
     }
 
+    /// Trials RUNNING in the storage that the run this summary closes was
+    /// not running ([`Summary::after_run`]): counted under `unfinished`,
+    /// not `running`.
+    pub fn unfinished(&self) -> usize {
+        self.states.get(UNFINISHED).copied().unwrap_or(0)
+    }
+
     fn counting(trials: &[Arc<FrozenTrial>], on_device: bool, run_ended: bool) -> Summary {
         let mut states = BTreeMap::new();
-        let mut unfinished = 0;
         for t in trials {
             let label = match t.state {
-                TrialState::Running if run_ended => {
-                    unfinished += 1;
-                    UNFINISHED
-                }
+                TrialState::Running if run_ended => UNFINISHED,
                 _ => state_label(t),
             };
             *states.entry(label).or_insert(0) += 1;
@@ -149,7 +148,6 @@ impl Summary {
             infeasible_before_launch,
             peak,
             seconds_per_trial,
-            unfinished,
         }
     }
 
@@ -185,13 +183,14 @@ impl fmt::Display for Summary {
         if let Some((mean, max)) = self.seconds_per_trial {
             write!(f, "\ntime per trial: mean {mean:.1}s, max {max:.1}s")?;
         }
-        if self.unfinished > 0 {
+        let unfinished = self.unfinished();
+        if unfinished > 0 {
             write!(
                 f,
                 "\n{} unfinished: RUNNING in the storage but not in this run (another process \
                  runs them, or a run that died left them; with heartbeats they are failed as \
                  stale once their last heartbeat is older than the grace period)",
-                self.unfinished
+                unfinished
             )?;
         }
         Ok(())
@@ -297,7 +296,7 @@ mod tests {
             s.states,
             BTreeMap::from([("complete", 2), ("interrupted", 1), ("unfinished", 3)])
         );
-        assert_eq!(s.unfinished, 3);
+        assert_eq!(s.unfinished(), 3);
         assert!(
             s.to_string()
                 .contains("\n3 unfinished: RUNNING in the storage but not in this run"),
@@ -305,7 +304,7 @@ mod tests {
         );
         let during = Summary::of(&trials, false);
         assert_eq!(during.states.get("running"), Some(&3));
-        assert_eq!(during.unfinished, 0);
+        assert_eq!(during.unfinished(), 0);
         drop(dead);
     }
 }

@@ -159,23 +159,34 @@ fn bad_flags_and_configurations_are_refused_leaving_the_study_as_it_was() {
 /// workers (which find the database by their coordinator's pid).
 fn worker_flags(coordinator: u32) -> (PathBuf, Vec<String>) {
     let (db, url) = temp_db("workers", coordinator);
-    let flags = [
+    let mut flags = two_workers(&url);
+    flags.extend(
+        [
+            "--trial-timeout",
+            "60",
+            "--enqueue",
+            r#"{"x": 1.0, "batch": 4}"#,
+        ]
+        .map(String::from),
+    );
+    (db, flags)
+}
+
+/// Four trials of the study at `url` on two worker processes, as `criteria`
+/// runs on the CPU.
+fn two_workers(url: &str) -> Vec<String> {
+    [
         "--storage",
-        &url,
+        url,
         "--jobs",
         "2",
         "--memory-budget",
         "1GiB",
         "--trials",
         "4",
-        "--trial-timeout",
-        "60",
-        "--enqueue",
-        r#"{"x": 1.0, "batch": 4}"#,
     ]
     .map(String::from)
-    .to_vec();
-    (db, flags)
+    .to_vec()
 }
 
 fn run_workers(coordinator: u32) -> hpo::Result<hpo::cli::Finished> {
@@ -350,22 +361,9 @@ fn an_experiments_default_sampler_is_seeded_by_the_flag_unless_it_has_a_seed() {
     );
 }
 
-/// The flags of the study interrupted below: two worker processes, as
-/// `criteria` runs on the CPU.
+/// The flags of the study interrupted below.
 fn interrupted_flags(dir: &std::path::Path) -> Vec<String> {
-    let url = format!("sqlite:{}", dir.join("study.db").display());
-    [
-        "--storage",
-        &url,
-        "--jobs",
-        "2",
-        "--memory-budget",
-        "1GiB",
-        "--trials",
-        "4",
-    ]
-    .map(String::from)
-    .to_vec()
+    two_workers(&format!("sqlite:{}", dir.join("study.db").display()))
 }
 
 /// An objective that writes its process's pid and sleeps: nothing but the
