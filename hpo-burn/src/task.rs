@@ -189,6 +189,22 @@ pub struct RunSpec {
     pub train: TrainConfig,
 }
 
+/// The tiny preset, no hidden head layer, dropout 0.1, `[CLS]` pooling and
+/// [`TrainConfig::default`]: set what a trial chooses, `..RunSpec::default()`
+/// for the rest.
+impl Default for RunSpec {
+    fn default() -> Self {
+        RunSpec {
+            preset: Preset::Tiny,
+            head_layers: 0,
+            head_width: 0,
+            dropout: 0.1,
+            pooling: Pooling::Cls,
+            train: TrainConfig::default(),
+        }
+    }
+}
+
 impl RunSpec {
     /// The model config this spec builds for `task`.
     pub fn model_config(&self, task: &TextTask) -> ModelConfig {

@@ -89,6 +89,30 @@ pub struct StudyArgs {
     /// beside a SQLite study, `<database>.artifacts`).
     #[arg(long, value_name = "PATH")]
     pub artifacts: Option<String>,
+    /// How worker processes start when not as this program with its own
+    /// arguments (not a flag: an experiment's tests run their workers as the
+    /// test binary on a harness entry this way).
+    #[arg(skip)]
+    pub worker_launch: Option<WorkerLaunch>,
+}
+
+/// How worker processes start, for an experiment's tests
+/// ([`StudyArgs::worker_launch`]): the program stays this one (the test
+/// binary), with other arguments and extra environment variables.
+///
+/// ```
+/// let mut args = hpo::cli::StudyArgs::default();
+/// args.worker_launch = Some(hpo::cli::WorkerLaunch {
+///     args: vec!["worker_entry".into(), "--exact".into(), "--ignored".into()],
+///     env: vec![("MY_FAULT".into(), "oom".into())],
+/// });
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WorkerLaunch {
+    /// The arguments workers start with.
+    pub args: Vec<String>,
+    /// Environment variables set in the workers only.
+    pub env: Vec<(String, String)>,
 }
 
 /// How trials run (`--jobs`).

@@ -565,6 +565,12 @@ impl<'a> StudyRunner<'a> {
         if let Some(seconds) = self.args.trial_timeout {
             config = config.trial_timeout(Duration::from_secs(seconds));
         }
+        if let Some(launch) = &self.args.worker_launch {
+            config = config.worker_args(launch.args.iter().cloned());
+            for (key, value) in &launch.env {
+                config = config.env(key, value);
+            }
+        }
         for hook in self.process_hooks.drain(..) {
             config = hook(config);
         }

@@ -192,18 +192,23 @@ fn two_workers(url: &str) -> Vec<String> {
 fn run_workers(coordinator: u32) -> hpo::Result<hpo::cli::Finished> {
     let (_, flags) = worker_flags(coordinator);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let a = args(&flags);
+    let mut a = args(&flags);
+    // The workers are this test binary on its worker entry, started the
+    // way an experiment's tests start theirs.
+    a.worker_launch = Some(hpo::cli::WorkerLaunch {
+        args: [
+            "runner::worker_entry",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ]
+        .map(String::from)
+        .to_vec(),
+        env: vec![("HPO_RUNNER_WORKER_MARK".into(), "set".into())],
+    });
     runner(&a)
         .workers(Arc::new(Estimator), Memory::Host)
-        .processes_with(|c| {
-            c.worker_args([
-                "runner::worker_entry",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-        })
         .run(objective)
 }
 
@@ -211,6 +216,11 @@ fn run_workers(coordinator: u32) -> hpo::Result<hpo::cli::Finished> {
 #[ignore = "run by trials_run_in_worker_processes_from_the_flags as a worker process"]
 fn worker_entry() {
     assert!(executor::is_worker(), "only a worker process runs this");
+    assert_eq!(
+        std::env::var("HPO_RUNNER_WORKER_MARK").as_deref(),
+        Ok("set"),
+        "the launch's environment reaches the worker"
+    );
     run_workers(std::os::unix::process::parent_id()).unwrap();
     panic!("a worker exits once its trial is stored");
 }

@@ -1,11 +1,56 @@
-//! The pretrained checkpoints an experiment fine-tunes: folders the user
-//! gives, or all-MiniLM-L6-v2 fetched once into the cache; and a light and
-//! a heavy backbone made of them for a search that chooses between sizes.
+//! The backbones an experiment trains: pretrained checkpoints (folders the
+//! user gives, or all-MiniLM-L6-v2 fetched once into the cache) or presets
+//! trained from scratch, as a light and a heavy one for a search that
+//! chooses between sizes, each with its task and the data's lengths.
 
+use super::lengths::Lengths;
 use crate::cache::{ModelCache, Progress, ALL_MINILM_L6_V2};
 use crate::error::{Error, Result};
+use crate::model::Preset;
 use crate::pretrained::Checkpoint;
+use crate::task::TextTask;
 use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A light and a heavy backbone, each with the task (data and tokenizer)
+/// it trains on, and the sequence lengths at a space's percentiles of the
+/// training texts' token lengths. Made by
+/// [`BackboneArgs::backbones`](super::BackboneArgs::backbones), or built by
+/// hand from [`checkpoints`] and [`light_and_heavy`].
+#[derive(Debug)]
+pub struct Backbones {
+    /// The light backbone's task.
+    pub light: Arc<TextTask>,
+    /// The heavy backbone's task.
+    pub heavy: Arc<TextTask>,
+    /// Trained from scratch: the presets standing in for light and heavy
+    /// (`None` for checkpoints, whose dimensions are their own).
+    pub presets: Option<(Preset, Preset)>,
+    /// Token lengths at the space's percentiles (of the heavy backbone's
+    /// tokenizer, capped by its checkpoint).
+    pub lengths: Lengths,
+}
+
+impl Backbones {
+    /// The heavy backbone's task if `heavy`, else the light one's.
+    pub fn task(&self, heavy: bool) -> &Arc<TextTask> {
+        if heavy {
+            &self.heavy
+        } else {
+            &self.light
+        }
+    }
+
+    /// The preset a run from scratch builds for the heavy or the light
+    /// backbone; [`Preset::Tiny`] for checkpoints, where it is ignored.
+    pub fn preset(&self, heavy: bool) -> Preset {
+        match self.presets {
+            Some((_, preset)) if heavy => preset,
+            Some((preset, _)) => preset,
+            None => Preset::Tiny,
+        }
+    }
+}
 
 /// The checkpoint folders in `dirs`, or, when there are none,
 /// all-MiniLM-L6-v2 from the cache (fetched on first use, saying so).

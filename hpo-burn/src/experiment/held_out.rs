@@ -24,9 +24,9 @@ pub struct HeldOut<B: Backend> {
 
 /// Scores `study`'s best trial on `test`: its model is read back from
 /// `store`, and `test` is encoded with the tokenizer stored with it (or,
-/// for a model stored without one, with the tokenizer of the task
-/// `task_of` picks for the trial: the backbone it fine-tuned). `Ok(None)`
-/// when no trial has completed.
+/// for a model stored without one by other code than [`super::fine_tune`],
+/// with the tokenizer of the task `task_of` picks for the trial: the
+/// backbone it fine-tuned). `Ok(None)` when no trial has completed.
 pub fn score_best<B: Backend>(
     study: &Study,
     store: &ArtifactStore,
@@ -38,8 +38,14 @@ pub fn score_best<B: Backend>(
         return Ok(None);
     };
     let saved = load_model::<B>(store, &trial, device)?;
-    let task = task_of(&trial)?;
-    let tokenizer = saved.tokenizer.as_ref().unwrap_or(&task.tokenizer);
+    let task;
+    let tokenizer = match &saved.tokenizer {
+        Some(stored) => stored,
+        None => {
+            task = task_of(&trial)?;
+            &task.tokenizer
+        }
+    };
     let metrics = evaluate_with(
         tokenizer,
         &saved.card.classes,

@@ -7,6 +7,9 @@
 //!   ([`DeviceArg::run`] runs an [`OnBackend`] job on it, after checking the
 //!   CUDA runtime), and the memory worker processes are admitted by
 //!   ([`DeviceArg::memory`]);
+//! * [`DataArgs`] and [`BackboneArgs`] (feature `cli`): the data and model
+//!   flags as clap argument groups an experiment flattens into its own, and
+//!   the [`Splits`] and [`Backbones`] they make;
 //! * [`checkpoints`] and [`light_and_heavy`]: the pretrained backbones, from
 //!   the user's folders or fetched once into the cache;
 //! * [`Splits`]: the data split once by seed into train, validation and a
@@ -17,24 +20,35 @@
 //!   chose, its model stored as the trial's artifacts;
 //! * [`saved_model`]: those artifacts, written and read back;
 //! * [`score_best`]: the best trial's stored model on the test split, after
-//!   the study, whatever process trained it.
+//!   the study, whatever process trained it, and [`report_best`], which
+//!   says so and saves the model when asked.
 //!
 //! The memory estimate for the executor is [`crate::estimator::TrainingEstimator`]
 //! over the same sampling the objective does, ending in
 //! [`crate::estimator::Sizing::of_run`].
 
+#[cfg(feature = "cli")]
+mod backbone_args;
 mod backbones;
+#[cfg(feature = "cli")]
+mod data_args;
 mod device;
 mod fine_tune;
 mod held_out;
 mod lengths;
+mod report;
 pub mod saved_model;
 mod splits;
 
-pub use self::backbones::{checkpoints, light_and_heavy};
+#[cfg(feature = "cli")]
+pub use self::backbone_args::BackboneArgs;
+pub use self::backbones::{checkpoints, light_and_heavy, Backbones};
+#[cfg(feature = "cli")]
+pub use self::data_args::DataArgs;
 pub use self::device::{DeviceArg, OnBackend};
 pub use self::fine_tune::{fine_tune, Trained};
 pub use self::held_out::{score_best, HeldOut};
 pub use self::lengths::Lengths;
+pub use self::report::report_best;
 pub use self::saved_model::{export_model, load_model, save_model, ModelCard, SavedModel};
 pub use self::splits::Splits;
