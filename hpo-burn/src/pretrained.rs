@@ -1,13 +1,14 @@
-//! Starting from a local HuggingFace BERT checkpoint.
+//! Starting from a local HuggingFace BERT or RoBERTa checkpoint.
 //!
-//! A checkpoint directory holds `config.json` (dimensions), `vocab.txt` or
-//! `tokenizer.json`, and `model.safetensors`. Weights are read with burn's
+//! A checkpoint directory holds `config.json` (dimensions, and `model_type`,
+//! which picks the [`Family`]), `vocab.txt` or `tokenizer.json`, and
+//! `model.safetensors`. Weights are read with burn's
 //! store support ([`SafetensorsStore`]) through [`PyTorchToBurnAdapter`]
 //! (which transposes linear weights and maps layer-norm `weight`/`bias` to
 //! `gamma`/`beta`) and a key mapping from HuggingFace names to this crate's
 //! module tree:
 //!
-//! | HuggingFace (`bert.` prefix optional) | hpo-burn |
+//! | HuggingFace (`bert.` or `roberta.` prefix optional) | hpo-burn |
 //! | --- | --- |
 //! | `embeddings.word_embeddings` | `embeddings.token` |
 //! | `embeddings.position_embeddings` | `embeddings.position` |
@@ -20,13 +21,23 @@
 //! | `encoder.layer.N.output.dense` | `encoder.layers.N.pwff.linear_outer` |
 //! | `encoder.layer.N.output.LayerNorm` | `encoder.layers.N.norm_2` |
 //! | `pooler.dense` | `pooler.dense` |
+//! | `classifier.dense` (RoBERTa's head) | `pooler.dense` |
+//! | `classifier` / `classifier.out_proj` (with [`Checkpoint::load_with_classifier`]) | `head.output` |
 //!
 //! Loading is strict: every encoder, embedding and pooler tensor must be
 //! present with the right shape, or loading fails naming the keys. Only the
-//! classification head (`head.*`) starts fresh. Checkpoint tensors the model
-//! does not use (masked-LM heads, `position_ids`) are reported, not loaded.
+//! classification head (`head.*`) starts fresh, and for RoBERTa the head's
+//! dense layer (`pooler.*`) when the checkpoint has none. Checkpoint tensors
+//! the model does not use (masked-LM heads, `position_ids`) are reported,
+//! not loaded.
+//!
+//! A folder with `pytorch_model.bin` (and `spm.model` or `vocab.json` +
+//! `merges.txt`) instead of `model.safetensors` and `tokenizer.json` is
+//! refused with the conversion to run: `bench/convert_checkpoint.py`, which
+//! writes both with transformers.
 
 use crate::error::{Error, Result};
+pub use crate::family::Family;
 use crate::model::{BertClassifier, ModelConfig};
 use crate::tokenize::TextTokenizer;
 use burn::store::{ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore};
@@ -35,8 +46,9 @@ use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 /// The HuggingFace key mapping, applied in order (regex, replacement).
-pub const KEY_MAPPING: [(&str, &str); 14] = [
+pub const KEY_MAPPING: [(&str, &str); 16] = [
     (r"^bert\.", ""),
+    (r"^roberta\.", ""),
     // Layer norms: PyTorch `weight`/`bias` (or TF-converted `gamma`/`beta`)
     // become burn's `gamma`/`beta` by name, so nothing is reported unused.
     (r"LayerNorm\.weight$", "LayerNorm.gamma"),
@@ -76,11 +88,28 @@ pub const KEY_MAPPING: [(&str, &str); 14] = [
         "encoder.layers.$1.norm_2.",
     ),
     (r"^pooler\.dense\.", "pooler.dense."),
+    // RoBERTa's classification head: its dense layer is the pooler's place.
+    (r"^classifier\.dense\.", "pooler.dense."),
 ];
 
-/// The fields of a HuggingFace BERT `config.json` this crate uses.
+/// The classifier's output layer, mapped only by
+/// [`Checkpoint::load_with_classifier`]: BERT's `classifier` and RoBERTa's
+/// `classifier.out_proj`.
+pub const CLASSIFIER_MAPPING: [(&str, &str); 2] = [
+    (r"^classifier\.out_proj\.", "head.output."),
+    (r"^classifier\.(weight|bias)$", "head.output.$1"),
+];
+
+/// The fields of a HuggingFace BERT or RoBERTa `config.json` this crate
+/// uses.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct HfBertConfig {
+    /// The layout (`bert`, `roberta`); `bert` when absent.
+    #[serde(default = "default_model_type")]
+    pub model_type: String,
+    /// The padding token's id (RoBERTa's positions start after it).
+    #[serde(default)]
+    pub pad_token_id: usize,
     /// Vocabulary size.
     pub vocab_size: usize,
     /// Hidden width.
@@ -108,6 +137,9 @@ pub struct HfBertConfig {
     pub hidden_act: String,
 }
 
+fn default_model_type() -> String {
+    "bert".into()
+}
 fn default_positions() -> usize {
     512
 }
@@ -124,11 +156,14 @@ fn default_act() -> String {
     "gelu".into()
 }
 
-/// A local BERT checkpoint directory, possibly truncated to its first layers.
+/// A local BERT or RoBERTa checkpoint directory, possibly truncated to its
+/// first layers.
 #[derive(Debug, Clone)]
 pub struct Checkpoint {
     /// The directory.
     pub dir: PathBuf,
+    /// Its layout, from `config.json`'s `model_type`.
+    pub family: Family,
     /// Its `config.json`, with `num_hidden_layers` the layers used (see
     /// [`truncated`](Self::truncated)).
     pub config: HfBertConfig,
@@ -158,7 +193,9 @@ impl Checkpoint {
         let config_path = dir.join("config.json");
         let text = std::fs::read_to_string(&config_path).map_err(|e| Error::io(&config_path, e))?;
         let config: HfBertConfig = serde_json::from_str(&text)
-            .map_err(|e| fail(format!("config.json is not a BERT config: {e}")))?;
+            .map_err(|e| fail(format!("config.json is not a BERT or RoBERTa config: {e}")))?;
+        let family =
+            Family::from_model_type(&config.model_type).map_err(|e| fail(e.to_string()))?;
         if config.hidden_act != "gelu" {
             return Err(fail(format!(
                 "hidden_act {:?} is not supported (only exact \"gelu\")",
@@ -166,12 +203,28 @@ impl Checkpoint {
             )));
         }
         if !dir.join("model.safetensors").is_file() {
-            return Err(fail(
-                "no model.safetensors (convert .bin checkpoints to safetensors first)".into(),
-            ));
+            return Err(fail(format!(
+                "no model.safetensors{}: convert the folder with `python \
+                 bench/convert_checkpoint.py {} OUT_DIR` (transformers writes model.safetensors \
+                 and tokenizer.json), then use OUT_DIR",
+                if dir.join("pytorch_model.bin").is_file() {
+                    " (only pytorch_model.bin)"
+                } else {
+                    ""
+                },
+                dir.display()
+            )));
+        }
+        let positions = family.position_offset(config.pad_token_id);
+        if config.max_position_embeddings <= positions {
+            return Err(fail(format!(
+                "max_position_embeddings {} leaves no position after the first {positions}",
+                config.max_position_embeddings
+            )));
         }
         Ok(Checkpoint {
             dir,
+            family,
             stored_layers: config.num_hidden_layers,
             config,
         })
@@ -223,9 +276,18 @@ impl Checkpoint {
         )
         .with_max_position(c.max_position_embeddings)
         .with_dropout(c.hidden_dropout_prob);
+        m.position_offset = self.family.position_offset(c.pad_token_id);
         m.type_vocab_size = c.type_vocab_size;
         m.layer_norm_eps = c.layer_norm_eps;
         m
+    }
+
+    /// The longest sequence the checkpoint takes, special tokens included:
+    /// its positions, less RoBERTa's offset (512 for the released BERT and
+    /// RoBERTa checkpoints alike).
+    pub fn max_len(&self) -> usize {
+        let c = &self.config;
+        c.max_position_embeddings - self.family.position_offset(c.pad_token_id)
     }
 
     /// The checkpoint's tokenizer.
@@ -237,7 +299,26 @@ impl Checkpoint {
     /// [`model_config`](Self::model_config), head dimensions free).
     pub fn load_into<B: Backend>(
         &self,
+        model: BertClassifier<B>,
+    ) -> Result<(BertClassifier<B>, LoadReport)> {
+        self.load(model, false)
+    }
+
+    /// [`load_into`](Self::load_into), and the checkpoint's classifier
+    /// output layer into the head (`model` must have no hidden head layer
+    /// and the checkpoint's number of classes): a fine-tuned checkpoint
+    /// whole, as the parity tests check it against transformers.
+    pub fn load_with_classifier<B: Backend>(
+        &self,
+        model: BertClassifier<B>,
+    ) -> Result<(BertClassifier<B>, LoadReport)> {
+        self.load(model, true)
+    }
+
+    fn load<B: Backend>(
+        &self,
         mut model: BertClassifier<B>,
+        classifier: bool,
     ) -> Result<(BertClassifier<B>, LoadReport)> {
         let path = self.dir.join("model.safetensors");
         let fail = |message: String| Error::Checkpoint {
@@ -247,7 +328,12 @@ impl Checkpoint {
         let mut store = SafetensorsStore::from_file(&path)
             .with_from_adapter(PyTorchToBurnAdapter)
             .allow_partial(true);
-        for (from, to) in KEY_MAPPING {
+        let extra = if classifier {
+            &CLASSIFIER_MAPPING[..]
+        } else {
+            &[]
+        };
+        for &(from, to) in KEY_MAPPING.iter().chain(extra) {
             store = store.with_key_remapping(from, to);
         }
         let result = model
@@ -265,7 +351,9 @@ impl Checkpoint {
             .missing
             .iter()
             .map(|(p, _)| p.clone())
-            .partition(|p| p.starts_with("head."));
+            .partition(|p| {
+                self.family.may_start_fresh(p) && !(classifier && p.starts_with("head.output."))
+            });
         if !missing.is_empty() {
             return Err(fail(format!(
                 "{} model tensor(s) missing from the checkpoint: {}",

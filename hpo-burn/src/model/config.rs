@@ -118,8 +118,13 @@ pub enum Pooling {
 pub struct ModelConfig {
     /// Token vocabulary size.
     pub vocab_size: usize,
-    /// Longest sequence the position embeddings cover.
+    /// Position embeddings (rows of the table).
     pub max_position: usize,
+    /// The first position id: 0, or RoBERTa's `pad_token_id + 1` (see
+    /// [`crate::family::Family`]); the longest sequence is
+    /// [`max_len`](Self::max_len).
+    #[serde(default)]
+    pub position_offset: usize,
     /// Number of segment (token type) ids; 2 for (criterion, text) pairs.
     pub type_vocab_size: usize,
     /// Encoder layers.
@@ -160,6 +165,7 @@ impl ModelConfig {
         ModelConfig {
             vocab_size,
             max_position: 512,
+            position_offset: 0,
             type_vocab_size: 2,
             layers,
             hidden,
@@ -173,6 +179,12 @@ impl ModelConfig {
             num_classes,
             pooling: Pooling::Cls,
         }
+    }
+
+    /// The longest sequence the model takes: its positions from
+    /// `position_offset` on.
+    pub fn max_len(&self) -> usize {
+        self.max_position.saturating_sub(self.position_offset)
     }
 
     /// Sets the pooling.

@@ -39,6 +39,8 @@ pub struct Embeddings<B: Backend> {
     pub norm: LayerNorm<B>,
     /// The norm's epsilon (burn's `LayerNorm` keeps its own private).
     pub norm_eps: f64,
+    /// The first position id (RoBERTa's start after its padding id).
+    pub position_offset: usize,
     /// Dropout after the norm.
     pub dropout: Dropout,
 }
@@ -95,6 +97,7 @@ impl ModelConfig {
                 .with_epsilon(self.layer_norm_eps)
                 .init(device),
             norm_eps: self.layer_norm_eps,
+            position_offset: self.position_offset,
             dropout: Dropout::new(self.dropout),
         };
         let encoder = EncoderConfig {
@@ -131,11 +134,19 @@ impl ModelConfig {
 }
 
 impl<B: Backend> BertClassifier<B> {
+    /// The longest sequence the model takes: its positions less the first
+    /// position id (RoBERTa's offset).
+    pub fn max_len(&self) -> usize {
+        self.max_position
+            .saturating_sub(self.embeddings.position_offset)
+    }
+
     /// The encoder's last hidden states `[batch, len, hidden]` (HuggingFace's
     /// `last_hidden_state`).
     ///
     /// `input_ids` and `segment_ids` are `[batch, len]`; `mask_pad` is true at
     /// padding positions. `len` must not exceed the model's `max_position`
+    /// less its `position_offset`
     /// (the batcher truncates to it).
     pub fn encode(
         &self,
@@ -144,7 +155,15 @@ impl<B: Backend> BertClassifier<B> {
         mask_pad: Tensor<B, 2, Bool>,
     ) -> Tensor<B, 3> {
         let e = &self.embeddings;
-        let x = embed(&e.token, &e.position, &e.segment, input_ids, segment_ids);
+        let offset = e.position_offset;
+        let x = embed(
+            &e.token,
+            &e.position,
+            &e.segment,
+            offset,
+            input_ids,
+            segment_ids,
+        );
         let x = e.dropout.forward(layer_norm(&e.norm, e.norm_eps, x));
         self.encoder.forward(x, mask_pad)
     }
