@@ -706,55 +706,57 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// A RoBERTa checkpoint through `--pretrained`: the fixture-sized one
-    /// hpo-burn's parity tests check against transformers (2 layers, 64
-    /// positions), its first layer the light backbone; each trial trains
-    /// and stores its model, and the best is scored on the test split.
+    /// RoBERTa and DeBERTa-v3 checkpoints through `--pretrained`: the
+    /// fixture-sized ones hpo-burn's parity tests check against
+    /// transformers (2 layers, 64 positions), the first layer the light
+    /// backbone; each trial trains and stores its model, and the best is
+    /// scored on the test split.
     #[test]
-    fn a_roberta_checkpoint_is_fine_tuned_through_pretrained() {
-        let dir = tempfile_dir("criteria-roberta");
-        std::fs::create_dir_all(&dir).unwrap();
-        let storage = format!("sqlite:{}", dir.join("study.db").display());
-        let roberta = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/hpo-burn/tests/fixtures/families/roberta"
-        );
-        let argv = [
-            "--pretrained",
-            roberta,
-            "--light-layers",
-            "1",
-            "--epochs",
-            "1",
-            "--train-limit",
-            "48",
-            "--validation",
-            "0.02",
-            "--test",
-            "0.02",
-            "--storage",
-            &storage,
-            "--jobs",
-            "in-process",
-            "--trials",
-            "2",
-        ];
-        let a = args(&argv).unwrap();
-        let (study, trials) = run_fresh(&a);
-        assert_eq!(trials.len(), 2);
-        assert!(
-            trials.iter().all(|t| t.state == TrialState::Complete),
-            "{trials:?}"
-        );
-        let store = ArtifactStore::beside(&storage).unwrap();
-        let best = study.best_trial().unwrap();
-        let saved =
-            hpo_burn::experiment::load_model::<hpo_burn::Cpu>(&store, &best, &Default::default())
-                .unwrap();
-        assert!(saved.card.backbone.contains("roberta"), "{:?}", saved.card);
-        assert_eq!(saved.card.model.position_offset, 2);
-        assert!(saved.card.max_len <= 64, "{:?}", saved.card);
-        let _ = std::fs::remove_dir_all(&dir);
+    fn roberta_and_deberta_checkpoints_are_fine_tuned_through_pretrained() {
+        for (family, offset) in [("roberta", 2), ("deberta", 0)] {
+            let dir = tempfile_dir(&format!("criteria-{family}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            let storage = format!("sqlite:{}", dir.join("study.db").display());
+            let folder = format!(
+                "{}/hpo-burn/tests/fixtures/families/{family}",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let argv = [
+                "--pretrained",
+                &folder,
+                "--light-layers",
+                "1",
+                "--epochs",
+                "1",
+                "--train-limit",
+                "48",
+                "--validation",
+                "0.02",
+                "--test",
+                "0.02",
+                "--storage",
+                &storage,
+                "--jobs",
+                "in-process",
+                "--trials",
+                "2",
+            ];
+            let a = args(&argv).unwrap();
+            let (study, trials) = run_fresh(&a);
+            assert_eq!(trials.len(), 2, "{family}");
+            let complete = trials.iter().all(|t| t.state == TrialState::Complete);
+            assert!(complete, "{family}: {trials:?}");
+            let store = ArtifactStore::beside(&storage).unwrap();
+            let best = study.best_trial().unwrap();
+            let device = Default::default();
+            let saved =
+                hpo_burn::experiment::load_model::<hpo_burn::Cpu>(&store, &best, &device).unwrap();
+            assert!(saved.card.backbone.contains(family), "{:?}", saved.card);
+            assert_eq!(saved.card.model.position_offset, offset, "{family}");
+            assert_eq!(saved.card.model.relative.is_some(), family == "deberta");
+            assert!(saved.card.max_len <= 64, "{:?}", saved.card);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
 
     #[test]

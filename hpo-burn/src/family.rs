@@ -6,9 +6,9 @@
 //! | --- | --- | --- | --- | --- |
 //! | BERT | `bert` | `0..len` | 2 (pairs: 0 and 1) | `tanh(dense(h_CLS))`, `pooler.dense` |
 //! | RoBERTa | `roberta` | `pad + 1 ..` (`pad_token_id` + 1 on) | 1 (all 0) | `tanh(dense(h_<s>))`, `classifier.dense` |
+//! | DeBERTa-v2/v3 | `deberta-v2` | relative only (disentangled attention over log-bucketed distances, embeddings shared by every layer) | none in v3 | `gelu(dense(h_CLS))`, `pooler.dense` |
 //!
-//! DeBERTa-v2/v3 (`deberta-v2`: disentangled attention with relative
-//! position buckets) is not loaded: such a checkpoint is refused by name.
+//! DeBERTa v1 (`deberta`) is refused by name.
 
 use crate::error::{Error, Result};
 
@@ -22,10 +22,15 @@ pub enum Family {
     /// tokenizer (`<s> a </s></s> b </s>`), and its classification head's
     /// dense layer where BERT has its pooler.
     Roberta,
+    /// DeBERTa-v2/v3 (`model_type` `deberta-v2`): disentangled attention
+    /// with relative position buckets shared across layers, no absolute
+    /// positions (v3), a GELU context pooler, a SentencePiece vocabulary
+    /// through `tokenizer.json` framed as BERT's.
+    Deberta,
 }
 
 /// The `model_type`s [`Family::from_model_type`] knows, for messages.
-pub const KNOWN_MODEL_TYPES: &str = "bert, roberta";
+pub const KNOWN_MODEL_TYPES: &str = "bert, roberta, deberta-v2";
 
 impl Family {
     /// The family of a `config.json`'s `model_type`: a clear error naming
@@ -34,9 +39,10 @@ impl Family {
         match model_type {
             "bert" => Ok(Family::Bert),
             "roberta" => Ok(Family::Roberta),
-            "deberta-v2" | "deberta" => Err(Error::config(format!(
-                "model_type {model_type:?} (DeBERTa: disentangled attention) is not a layout \
-                 hpo-burn loads yet; it loads {KNOWN_MODEL_TYPES}"
+            "deberta-v2" => Ok(Family::Deberta),
+            "deberta" => Err(Error::config(format!(
+                "model_type {model_type:?} (DeBERTa v1) is not a layout hpo-burn loads; it \
+                 loads {KNOWN_MODEL_TYPES}"
             ))),
             other => Err(Error::config(format!(
                 "model_type {other:?} is not a layout hpo-burn loads; it loads \
@@ -50,6 +56,7 @@ impl Family {
         match self {
             Family::Bert => "bert",
             Family::Roberta => "roberta",
+            Family::Deberta => "deberta-v2",
         }
     }
 
@@ -59,17 +66,17 @@ impl Family {
     /// that many less this.
     pub fn position_offset(self, pad_token_id: usize) -> usize {
         match self {
-            Family::Bert => 0,
+            Family::Bert | Family::Deberta => 0,
             Family::Roberta => pad_token_id + 1,
         }
     }
 
     /// Model tensors a checkpoint of this family may lack, which then start
     /// fresh: the classification head always; RoBERTa's head dense layer
-    /// (hpo-burn's `pooler`) too, since a RoBERTa encoder is published
-    /// without it.
+    /// and DeBERTa's context pooler (hpo-burn's `pooler`) too, since those
+    /// encoders are published without them.
     pub fn may_start_fresh(self, tensor: &str) -> bool {
-        tensor.starts_with("head.") || (self == Family::Roberta && tensor.starts_with("pooler."))
+        tensor.starts_with("head.") || (self != Family::Bert && tensor.starts_with("pooler."))
     }
 }
 
@@ -81,15 +88,13 @@ mod tests {
     fn model_types_are_read_and_unknown_ones_named() {
         assert_eq!(Family::from_model_type("bert").unwrap(), Family::Bert);
         assert_eq!(Family::from_model_type("roberta").unwrap(), Family::Roberta);
-        for f in [Family::Bert, Family::Roberta] {
+        for f in [Family::Bert, Family::Roberta, Family::Deberta] {
             assert_eq!(Family::from_model_type(f.model_type()).unwrap(), f);
         }
         let e = Family::from_model_type("gpt2").unwrap_err().to_string();
         assert!(e.contains("\"gpt2\"") && e.contains("bert, roberta"), "{e}");
-        let e = Family::from_model_type("deberta-v2")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("DeBERTa"), "{e}");
+        let e = Family::from_model_type("deberta").unwrap_err().to_string();
+        assert!(e.contains("DeBERTa v1"), "{e}");
         assert_eq!(Family::Roberta.position_offset(1), 2);
         assert_eq!(Family::Bert.position_offset(0), 0);
         assert!(Family::Roberta.may_start_fresh("pooler.dense.weight"));

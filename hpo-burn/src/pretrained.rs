@@ -1,4 +1,4 @@
-//! Starting from a local HuggingFace BERT or RoBERTa checkpoint.
+//! Starting from a local HuggingFace BERT, RoBERTa or DeBERTa-v3 checkpoint.
 //!
 //! A checkpoint directory holds `config.json` (dimensions, and `model_type`,
 //! which picks the [`Family`]), `vocab.txt` or `tokenizer.json`, and
@@ -8,7 +8,7 @@
 //! `gamma`/`beta`) and a key mapping from HuggingFace names to this crate's
 //! module tree:
 //!
-//! | HuggingFace (`bert.` or `roberta.` prefix optional) | hpo-burn |
+//! | HuggingFace (`bert.`, `roberta.` or `deberta.` prefix optional) | hpo-burn |
 //! | --- | --- |
 //! | `embeddings.word_embeddings` | `embeddings.token` |
 //! | `embeddings.position_embeddings` | `embeddings.position` |
@@ -21,6 +21,8 @@
 //! | `encoder.layer.N.output.dense` | `encoder.layers.N.pwff.linear_outer` |
 //! | `encoder.layer.N.output.LayerNorm` | `encoder.layers.N.norm_2` |
 //! | `pooler.dense` | `pooler.dense` |
+//! | `encoder.layer.N.attention.self.{query,key,value}_proj` (DeBERTa) | `encoder.layers.N.mha.{query,key,value}` |
+//! | `encoder.rel_embeddings`, `encoder.LayerNorm` (DeBERTa) | `encoder.relative.{embeddings,norm}` |
 //! | `classifier.dense` (RoBERTa's head) | `pooler.dense` |
 //! | `classifier` / `classifier.out_proj` (with [`Checkpoint::load_with_classifier`]) | `head.output` |
 //!
@@ -38,7 +40,7 @@
 
 use crate::error::{Error, Result};
 pub use crate::family::Family;
-use crate::model::{BertClassifier, ModelConfig};
+use crate::model::{BertClassifier, ModelConfig, Relative};
 use crate::tokenize::TextTokenizer;
 use burn::store::{ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore};
 use burn::tensor::backend::Backend;
@@ -46,9 +48,10 @@ use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 /// The HuggingFace key mapping, applied in order (regex, replacement).
-pub const KEY_MAPPING: [(&str, &str); 16] = [
+pub const KEY_MAPPING: [(&str, &str); 20] = [
     (r"^bert\.", ""),
     (r"^roberta\.", ""),
+    (r"^deberta\.", ""),
     // Layer norms: PyTorch `weight`/`bias` (or TF-converted `gamma`/`beta`)
     // become burn's `gamma`/`beta` by name, so nothing is reported unused.
     (r"LayerNorm\.weight$", "LayerNorm.gamma"),
@@ -65,6 +68,11 @@ pub const KEY_MAPPING: [(&str, &str); 16] = [
     (r"^embeddings\.LayerNorm\.", "embeddings.norm."),
     (
         r"^encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.",
+        "encoder.layers.$1.mha.$2.",
+    ),
+    // DeBERTa's projections are named `query_proj`, `key_proj`, `value_proj`.
+    (
+        r"^encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)_proj\.",
         "encoder.layers.$1.mha.$2.",
     ),
     (
@@ -90,6 +98,12 @@ pub const KEY_MAPPING: [(&str, &str); 16] = [
     (r"^pooler\.dense\.", "pooler.dense."),
     // RoBERTa's classification head: its dense layer is the pooler's place.
     (r"^classifier\.dense\.", "pooler.dense."),
+    // DeBERTa's relative position embeddings and their layer norm.
+    (
+        r"^encoder\.rel_embeddings\.",
+        "encoder.relative.embeddings.",
+    ),
+    (r"^encoder\.LayerNorm\.", "encoder.relative.norm."),
 ];
 
 /// The classifier's output layer, mapped only by
@@ -135,6 +149,39 @@ pub struct HfBertConfig {
     /// Feed-forward activation; only `gelu` (exact) is supported.
     #[serde(default = "default_act")]
     pub hidden_act: String,
+    /// DeBERTa: relative attention on.
+    #[serde(default)]
+    pub relative_attention: bool,
+    /// DeBERTa: log buckets of relative distances (`-1`/`0`: none).
+    #[serde(default)]
+    pub position_buckets: i64,
+    /// DeBERTa: the largest relative distance (`-1`: `max_position_embeddings`).
+    #[serde(default)]
+    pub max_relative_positions: i64,
+    /// DeBERTa: `layer_norm` to normalise the relative embeddings.
+    #[serde(default)]
+    pub norm_rel_ebd: String,
+    /// DeBERTa: the disentangled terms, `["p2c", "c2p"]` or `"p2c|c2p"`.
+    #[serde(default)]
+    pub pos_att_type: serde_json::Value,
+    /// DeBERTa: position queries and keys through the content projections.
+    #[serde(default)]
+    pub share_att_key: bool,
+    /// DeBERTa: absolute position embeddings added to the input (`false`
+    /// in v3).
+    #[serde(default = "default_true")]
+    pub position_biased_input: bool,
+    /// DeBERTa: the word embeddings' width, when it differs from
+    /// `hidden_size` (not supported).
+    #[serde(default)]
+    pub embedding_size: Option<usize>,
+    /// DeBERTa: the context pooler's activation.
+    #[serde(default)]
+    pub pooler_hidden_act: Option<String>,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_model_type() -> String {
@@ -156,8 +203,8 @@ fn default_act() -> String {
     "gelu".into()
 }
 
-/// A local BERT or RoBERTa checkpoint directory, possibly truncated to its
-/// first layers.
+/// A local BERT, RoBERTa or DeBERTa-v3 checkpoint directory, possibly
+/// truncated to its first layers.
 #[derive(Debug, Clone)]
 pub struct Checkpoint {
     /// The directory.
@@ -214,6 +261,9 @@ impl Checkpoint {
                 },
                 dir.display()
             )));
+        }
+        if family == Family::Deberta {
+            deberta_supported(&config).map_err(fail)?;
         }
         let positions = family.position_offset(config.pad_token_id);
         if config.max_position_embeddings <= positions {
@@ -278,6 +328,20 @@ impl Checkpoint {
         .with_dropout(c.hidden_dropout_prob);
         m.position_offset = self.family.position_offset(c.pad_token_id);
         m.type_vocab_size = c.type_vocab_size;
+        if self.family == Family::Deberta {
+            m.absolute_positions = c.position_biased_input;
+            m.pooler_gelu = true;
+            let buckets = usize::try_from(c.position_buckets).unwrap_or(0);
+            let max_distance = usize::try_from(c.max_relative_positions)
+                .ok()
+                .filter(|&d| d > 0)
+                .unwrap_or(c.max_position_embeddings);
+            m.relative = c.relative_attention.then_some(Relative {
+                buckets,
+                max_distance,
+                norm: c.norm_rel_ebd.split('|').any(|t| t.trim() == "layer_norm"),
+            });
+        }
         m.layer_norm_eps = c.layer_norm_eps;
         m
     }
@@ -371,6 +435,50 @@ impl Checkpoint {
                 fresh,
                 unused: result.unused.clone(),
             },
+        ))
+    }
+}
+
+/// The DeBERTa-v2/v3 settings hpo-burn's encoder implements (those of the
+/// released v3 checkpoints): relative attention with both disentangled
+/// terms through shared projections, the GELU context pooler, embeddings as
+/// wide as the hidden states. Anything else is named.
+fn deberta_supported(c: &HfBertConfig) -> std::result::Result<(), String> {
+    let terms: Vec<String> = match &c.pos_att_type {
+        serde_json::Value::Array(a) => a
+            .iter()
+            .filter_map(|v| v.as_str())
+            .map(str::to_owned)
+            .collect(),
+        serde_json::Value::String(s) => s.split('|').map(|t| t.trim().to_owned()).collect(),
+        _ => Vec::new(),
+    };
+    let mut problems = Vec::new();
+    if c.relative_attention {
+        let mut sorted = terms.clone();
+        sorted.sort();
+        if sorted != ["c2p", "p2c"] {
+            problems.push(format!("pos_att_type {terms:?} (only [\"p2c\", \"c2p\"])"));
+        }
+        if !c.share_att_key {
+            problems.push("share_att_key false (separate position projections)".to_owned());
+        }
+    }
+    if c.embedding_size.is_some_and(|e| e != c.hidden_size) {
+        problems.push("embedding_size other than hidden_size".to_owned());
+    }
+    if c.pooler_hidden_act.as_deref().is_some_and(|a| a != "gelu") {
+        problems.push(format!(
+            "pooler_hidden_act {:?} (only gelu)",
+            c.pooler_hidden_act
+        ));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "this DeBERTa configuration is not supported: {}",
+            problems.join("; ")
         ))
     }
 }

@@ -13,9 +13,11 @@ pub mod device_ops;
 mod dropout;
 mod encoder;
 
-pub use self::config::{ModelConfig, Pooling, Preset};
+pub use self::config::{ModelConfig, Pooling, Preset, Relative};
 pub use self::dropout::Dropout;
-pub use self::encoder::{Encoder, EncoderConfig, EncoderLayer, FeedForward, SelfAttention};
+pub use self::encoder::{
+    Encoder, EncoderConfig, EncoderLayer, FeedForward, RelativePositions, SelfAttention,
+};
 
 use self::cpu_ops::gelu;
 use self::cpu_ops::{embed, layer_norm};
@@ -31,10 +33,12 @@ use burn::tensor::{Bool, Int, Tensor};
 pub struct Embeddings<B: Backend> {
     /// Token embeddings `[vocab, hidden]`.
     pub token: Embedding<B>,
-    /// Position embeddings `[max_position, hidden]`.
-    pub position: Embedding<B>,
-    /// Segment (token type) embeddings `[type_vocab, hidden]`.
-    pub segment: Embedding<B>,
+    /// Position embeddings `[max_position, hidden]` (none in DeBERTa-v3,
+    /// whose positions are relative, in the encoder).
+    pub position: Option<Embedding<B>>,
+    /// Segment (token type) embeddings `[type_vocab, hidden]` (none when
+    /// `type_vocab_size` is 0, as in DeBERTa-v3).
+    pub segment: Option<Embedding<B>>,
     /// Layer norm over the sum.
     pub norm: LayerNorm<B>,
     /// The norm's epsilon (burn's `LayerNorm` keeps its own private).
@@ -45,11 +49,14 @@ pub struct Embeddings<B: Backend> {
     pub dropout: Dropout,
 }
 
-/// The BERT pooler: `tanh(dense(h_CLS))`.
+/// The pooler: `tanh(dense(h_CLS))` (BERT; RoBERTa's head begins the
+/// same), or `gelu(dense(h_CLS))` (DeBERTa's context pooler).
 #[derive(Module, Debug)]
 pub struct Pooler<B: Backend> {
     /// `[hidden, hidden]`.
     pub dense: Linear<B>,
+    /// GELU instead of `tanh`.
+    pub gelu: bool,
 }
 
 /// Classification head: hidden layers (GELU) with dropout, then the output layer.
@@ -91,8 +98,11 @@ impl ModelConfig {
         let h = self.hidden;
         let embeddings = Embeddings {
             token: EmbeddingConfig::new(self.vocab_size, h).init(device),
-            position: EmbeddingConfig::new(self.max_position, h).init(device),
-            segment: EmbeddingConfig::new(self.type_vocab_size, h).init(device),
+            position: self
+                .absolute_positions
+                .then(|| EmbeddingConfig::new(self.max_position, h).init(device)),
+            segment: (self.type_vocab_size > 0)
+                .then(|| EmbeddingConfig::new(self.type_vocab_size, h).init(device)),
             norm: LayerNormConfig::new(h)
                 .with_epsilon(self.layer_norm_eps)
                 .init(device),
@@ -107,6 +117,7 @@ impl ModelConfig {
             layers: self.layers,
             dropout: self.dropout,
             layer_norm_eps: self.layer_norm_eps,
+            relative: self.relative,
         }
         .init(device);
         let mut hidden = Vec::with_capacity(self.head_layers);
@@ -125,6 +136,7 @@ impl ModelConfig {
             encoder,
             pooler: Pooler {
                 dense: LinearConfig::new(h, h).init(device),
+                gelu: self.pooler_gelu,
             },
             head,
             max_position: self.max_position,
@@ -156,14 +168,27 @@ impl<B: Backend> BertClassifier<B> {
     ) -> Tensor<B, 3> {
         let e = &self.embeddings;
         let offset = e.position_offset;
-        let x = embed(
-            &e.token,
-            &e.position,
-            &e.segment,
-            offset,
-            input_ids,
-            segment_ids,
-        );
+        let x = match (&e.position, &e.segment) {
+            (Some(position), Some(segment)) => {
+                embed(&e.token, position, segment, offset, input_ids, segment_ids)
+            }
+            (position, segment) => {
+                let [batch, len] = input_ids.dims();
+                let device = input_ids.device();
+                let mut x = e.token.forward(input_ids);
+                if let Some(position) = position {
+                    let range = offset as i64..(offset + len) as i64;
+                    let ids = Tensor::<B, 1, Int>::arange(range, &device)
+                        .reshape([1, len])
+                        .repeat_dim(0, batch);
+                    x = x + position.forward(ids);
+                }
+                if let Some(segment) = segment {
+                    x = x + segment.forward(segment_ids);
+                }
+                x
+            }
+        };
         let x = e.dropout.forward(layer_norm(&e.norm, e.norm_eps, x));
         self.encoder.forward(x, mask_pad)
     }
@@ -192,7 +217,12 @@ impl<B: Backend> BertClassifier<B> {
         } else {
             x.narrow(1, 0, 1).reshape([batch, hidden])
         };
-        let mut h = tanh(self.pooler.dense.forward(pooled));
+        let dense = self.pooler.dense.forward(pooled);
+        let mut h = if self.pooler.gelu {
+            gelu(dense)
+        } else {
+            tanh(dense)
+        };
         for layer in &self.head.hidden {
             h = gelu(layer.forward(self.head.dropout.forward(h)));
         }
