@@ -317,9 +317,9 @@ impl<B: Backend> SelfAttention<B> {
             // all three terms scaled by sqrt(3 d_k).
             let rows = r.table.dims()[0];
             let positions = |layer: &Linear<B>| {
-                split_heads(linear(layer, r.table.clone()), 1, rows, self.n_heads)
-                    .repeat_dim(0, batch)
-                    .swap_dims(2, 3)
+                // `[1, heads, d, rows]`: broadcast over the batch by the
+                // product, not copied for every sequence.
+                split_heads(linear(layer, r.table.clone()), 1, rows, self.n_heads).swap_dims(2, 3)
             };
             let c2p = q.matmul(positions(&self.key)).gather(3, r.c2p);
             let p2c = k.matmul(positions(&self.query)).gather(3, r.p2c);
