@@ -6,7 +6,7 @@
 //! cargo run --release --example criteria                       # fine-tune all-MiniLM-L6-v2 on the CPU
 //! cargo run --release --example criteria -- --trials 20        # run again: the study continues
 //! cargo run --release --example criteria -- --save-best best/  # keep the best trial's weights
-//! cargo run --release --example criteria -- --pretrained DIR   # your own BERT checkpoint
+//! cargo run --release --example criteria -- --pretrained DIR   # your own BERT, RoBERTa or DeBERTa-v3 checkpoint
 //! cargo run --release --example criteria -- --from-scratch     # small models trained from scratch
 //! cargo run --release --example criteria -- --jobs in-process  # one trial at a time, in this process
 //! cargo run --release --features cuda --example criteria -- --device cuda:0 --memory-budget 24GiB
