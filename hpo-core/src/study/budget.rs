@@ -290,10 +290,13 @@ mod tests {
         assert_eq!(b.step(&tally(0, 0, 0)), BudgetStep::Start);
         assert_eq!(b.step(&tally(5, 3, 1)), BudgetStep::Start);
         // Every slot held: wait, one of the running may fail.
-        assert_eq!(b.step(&tally(5, 4, 1)), BudgetStep::Wait);
+        assert_eq!(b.step(&tally(5, 5, 0)), BudgetStep::Wait);
         assert_eq!(b.step(&tally(9, 1, 0)), BudgetStep::Wait);
-        // A waiting copy may be claimed while the running leave room.
+        // A waiting trial holds its slot, and claiming it keeps the count.
+        assert_eq!(b.step(&tally(5, 4, 1)), BudgetStep::Start);
+        // Enqueued beyond the budget: claimed while the running leave room.
         assert_eq!(b.step(&tally(8, 1, 2)), BudgetStep::Start);
+        assert_eq!(b.step(&tally(8, 2, 2)), BudgetStep::Wait);
         assert_eq!(b.step(&tally(10, 0, 0)), BudgetStep::Done);
         assert_eq!(b.step(&tally(12, 0, 3)), BudgetStep::Done);
     }
