@@ -90,8 +90,9 @@ pub struct StudyArgs {
     /// a scheduler started: run trials until the study's own budget
     /// (`--study-trials`, `--deadline` given at creation) is reached across
     /// every node, then exit 0. Refuses to create a study (a mistyped name
-    /// must not start a new one), enqueues nothing, and retries failed
-    /// trials (twice) on whichever node is free.
+    /// must not start a new one), enqueues nothing, and, with worker
+    /// processes, retries a trial whose node died (twice) on whichever node
+    /// is free.
     #[arg(long, conflicts_with_all = ["create", "study_trials", "deadline", "enqueue"])]
     pub join: bool,
     /// Create the study (or update an existing one): record its search

@@ -488,9 +488,10 @@ impl<'a> StudyRunner<'a> {
             // RUNNING.
             builder = builder.heartbeat(Duration::from_secs(5), Duration::from_secs(60));
         }
-        if self.args.join {
+        if self.args.join && jobs != Jobs::InProcess {
             // A node killed mid-trial (SIGKILL after the scheduler's
-            // KillWait, a lost machine) leaves its trial to the others.
+            // KillWait, a lost machine) leaves its trial to the others,
+            // which find it by its heartbeats.
             builder = builder.retry(RetryPolicy { max_retries: 2 });
         }
         for hook in self.study_hooks.drain(..) {

@@ -501,3 +501,68 @@ fn ctrl_c_stops_a_study_with_worker_processes_cleanly() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn nodes_join_a_created_study_and_stop_together_at_its_budget() {
+    let (db, url) = temp_db("join", std::process::id());
+    let _ = std::fs::remove_file(&db);
+    let err = |argv: &[&str]| {
+        runner(&args(argv))
+            .run(objective)
+            .err()
+            .unwrap()
+            .to_string()
+    };
+    // Joining a study nobody created is refused, and creates nothing.
+    let e = err(&["--storage", &url, "--join"]);
+    assert!(e.contains("there is no study `quadratic`"), "{e}");
+    assert!(
+        e.contains("`--join` runs a study created beforehand"),
+        "{e}"
+    );
+    // A study without a budget cannot be joined: its nodes would never stop.
+    let plain = args(&["--storage", &url, "--create"]);
+    runner(&plain).run(objective).unwrap();
+    let e = err(&["--storage", &url, "--join"]);
+    assert!(e.contains("has no budget"), "{e}");
+    // --create records the budget and the warm start, and runs nothing.
+    let create = args(&["--storage", &url, "--create", "--study-trials", "9"]);
+    let warm = vec![("x".to_owned(), ParamValue::from(1.0))];
+    let done = runner(&create)
+        .warm_start(warm.clone())
+        .run(objective)
+        .unwrap();
+    assert_eq!(done.summary.trials, 1, "the warm start waits");
+    assert_eq!(
+        done.study.budget().unwrap(),
+        Some(hpo::StudyBudget::trials(9))
+    );
+    // Three nodes join at once; the experiment's default of 6 trials per
+    // run does not cut any short, and the warm start is not enqueued again.
+    std::thread::scope(|s| {
+        for _ in 0..3 {
+            let (url, warm) = (url.clone(), warm.clone());
+            s.spawn(move || {
+                let join = args(&["--storage", &url, "--join", "--sampler", "random"]);
+                runner(&join)
+                    .warm_start(warm.clone())
+                    .run(objective)
+                    .unwrap();
+            });
+        }
+    });
+    let trials = quadratic(&url).trials().unwrap();
+    let complete = trials
+        .iter()
+        .filter(|t| t.state == TrialState::Complete)
+        .count();
+    assert_eq!(complete, 9, "{trials:?}");
+    assert_eq!(
+        trials
+            .iter()
+            .filter(|t| t.params().get("x") == Some(&ParamValue::from(1.0)))
+            .count(),
+        1
+    );
+    let _ = std::fs::remove_dir_all(db.parent().unwrap());
+}
