@@ -355,6 +355,15 @@ impl<'a> StudyRunner<'a> {
     /// action would, without returning: what `main` does after the study is
     /// not done for a study that was stopped. A second Ctrl-C ends the
     /// process at once.
+    ///
+    /// On a scheduler (the book's "A study on a Slurm cluster"): with
+    /// `--create` it creates the study, records its budget
+    /// (`--study-trials`, `--deadline`) and warm start, and returns without
+    /// running a trial; with `--join` it runs the existing study until its
+    /// recorded budget is reached across every process, the experiment's
+    /// own `default_trials` and `default_timeout` left out, and returns.
+    /// A caller that goes on after `run` (a final training, a report) should
+    /// do so only where it makes sense once per study, not once per node.
     pub fn run<F, R>(mut self, objective: F) -> Result<Finished>
     where
         F: Fn(&mut Trial) -> R + Sync,
