@@ -29,8 +29,28 @@ fn server_url() -> String {
 
 /// Whether Slurm and PostgreSQL are here; says why not, once, if not.
 fn available() -> bool {
-    let slurm = Command::new("sinfo")
-        .args(["-h", "-o", "%t"])
+    static WHY_NOT: OnceLock<Option<String>> = OnceLock::new();
+    let Some(why) = WHY_NOT.get_or_init(why_not) else {
+        return true;
+    };
+    assert!(!required(), "{why}, and HPO_REQUIRE_SLURM=1");
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n*** SKIPPING the Slurm tests: {why}. Start a cluster with .ci/slurm.sh (as \
+             root); CI sets HPO_REQUIRE_SLURM=1. ***\n"
+        );
+    });
+    false
+}
+
+/// Why the tests cannot run here, if they cannot. `sinfo` waits for a
+/// controller that does not answer: 10 s at most.
+fn why_not() -> Option<String> {
+    let slurm = Command::new("timeout")
+        .args(["10", "sinfo", "-h", "-o", "%t"])
         .output()
         .ok()
         .filter(|o| o.status.success())
@@ -44,18 +64,7 @@ fn available() -> bool {
             .err()
             .map(|e| format!("no PostgreSQL server through psql ({e})")),
     };
-    let Some(why) = why else { return true };
-    assert!(!required(), "{why}, and HPO_REQUIRE_SLURM=1");
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "\n*** SKIPPING the Slurm tests: {why}. Start a cluster with .ci/slurm.sh (as \
-             root); CI sets HPO_REQUIRE_SLURM=1. ***\n"
-        );
-    });
-    false
+    why
 }
 
 fn psql(url: &str, sql: &str) -> Result<String, String> {
