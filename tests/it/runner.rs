@@ -208,7 +208,7 @@ fn run_workers(coordinator: u32) -> hpo::Result<hpo::cli::Finished> {
 }
 
 #[test]
-#[ignore = "run by trials_run_in_worker_processes_from_the_flags as a worker process"]
+#[ignore = "run by trials_run_in_worker_processes_from_the_flags and worker_processes_stop_at_the_study_budget as a worker process"]
 fn worker_entry() {
     assert!(executor::is_worker(), "only a worker process runs this");
     run_workers(std::os::unix::process::parent_id()).unwrap();
@@ -563,6 +563,48 @@ fn nodes_join_a_created_study_and_stop_together_at_its_budget() {
             .filter(|t| t.params().get("x") == Some(&ParamValue::from(1.0)))
             .count(),
         1
+    );
+    let _ = std::fs::remove_dir_all(db.parent().unwrap());
+}
+
+#[test]
+fn worker_processes_stop_at_the_study_budget() {
+    let (db, url) = temp_db("budget-workers", std::process::id());
+    let _ = std::fs::remove_file(&db);
+    let a = args(&[
+        "--storage",
+        &url,
+        "--jobs",
+        "2",
+        "--memory-budget",
+        "1GiB",
+        "--study-trials",
+        "5",
+    ]);
+    // The coordinator's budget, not the experiment's default of 6 trials.
+    let done = runner(&a)
+        .workers(Arc::new(Estimator), Memory::Host)
+        .processes_with(|c| {
+            c.worker_args([
+                "runner::worker_entry",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+        })
+        .run(objective)
+        .unwrap();
+    assert_eq!(
+        done.summary.states.get("complete"),
+        Some(&5),
+        "{:?}",
+        done.summary
+    );
+    assert_eq!(done.study.trials().unwrap().len(), 5);
+    assert_eq!(
+        done.study.budget().unwrap(),
+        Some(hpo::StudyBudget::trials(5))
     );
     let _ = std::fs::remove_dir_all(db.parent().unwrap());
 }
