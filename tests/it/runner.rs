@@ -567,22 +567,10 @@ fn nodes_join_a_created_study_and_stop_together_at_its_budget() {
     let _ = std::fs::remove_dir_all(db.parent().unwrap());
 }
 
-#[test]
-fn worker_processes_stop_at_the_study_budget() {
-    let (db, url) = temp_db("budget-workers", std::process::id());
-    let _ = std::fs::remove_file(&db);
-    let a = args(&[
-        "--storage",
-        &url,
-        "--jobs",
-        "2",
-        "--memory-budget",
-        "1GiB",
-        "--study-trials",
-        "5",
-    ]);
-    // The coordinator's budget, not the experiment's default of 6 trials.
-    let done = runner(&a)
+/// A study of `flags` on worker processes of this test binary.
+fn run_on_workers(flags: &[&str]) -> hpo::cli::Finished {
+    let a = args(flags);
+    runner(&a)
         .workers(Arc::new(Estimator), Memory::Host)
         .processes_with(|c| {
             c.worker_args([
@@ -594,7 +582,24 @@ fn worker_processes_stop_at_the_study_budget() {
             ])
         })
         .run(objective)
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn worker_processes_stop_at_the_study_budget() {
+    let (db, url) = temp_db("budget-workers", std::process::id());
+    let _ = std::fs::remove_file(&db);
+    // The coordinator's budget, not the experiment's default of 6 trials.
+    let done = run_on_workers(&[
+        "--storage",
+        &url,
+        "--jobs",
+        "2",
+        "--memory-budget",
+        "1GiB",
+        "--study-trials",
+        "5",
+    ]);
     assert_eq!(
         done.summary.states.get("complete"),
         Some(&5),
@@ -606,5 +611,32 @@ fn worker_processes_stop_at_the_study_budget() {
         done.study.budget().unwrap(),
         Some(hpo::StudyBudget::trials(5))
     );
+    let _ = std::fs::remove_dir_all(db.parent().unwrap());
+}
+
+#[test]
+fn worker_processes_start_nothing_after_the_study_deadline() {
+    let (db, url) = temp_db("deadline-workers", std::process::id());
+    let _ = std::fs::remove_file(&db);
+    let t0 = std::time::Instant::now();
+    // No trial budget: the deadline, two seconds away, ends the study.
+    let done = run_on_workers(&[
+        "--storage",
+        &url,
+        "--jobs",
+        "2",
+        "--memory-budget",
+        "1GiB",
+        "--deadline",
+        "+2s",
+    ]);
+    assert!(t0.elapsed() < std::time::Duration::from_secs(30));
+    let deadline = done.study.budget().unwrap().unwrap().deadline.unwrap();
+    let trials = done.study.trials().unwrap();
+    assert!(trials.len() > 6, "more than the experiment's default ran");
+    for t in trials.iter().filter(|t| t.state == TrialState::Complete) {
+        assert!(t.datetime_start.unwrap() <= deadline, "{t:?}");
+    }
+    assert!(trials.iter().all(|t| t.state != TrialState::Running));
     let _ = std::fs::remove_dir_all(db.parent().unwrap());
 }

@@ -447,13 +447,18 @@ impl Coordinator<'_> {
         let mut started = 0usize;
         loop {
             let mut busy = false;
-            // 0. Out of time, asked to stop, or a signal: nothing starts from
+            // 0. Out of time (this call's, or the study's deadline), asked
+            // to stop, or a signal: nothing starts from
             // now on. Trials sampled ahead and still queued are given back
             // (see `give_back_held`), and OOM relaunch copies wait, enqueued,
             // for the study's next run.
             let signals = signals::state();
             let signal = signals.signal();
-            if self.study.stop_requested() || limits.timed_out(t0) || signal.is_some() {
+            if self.study.stop_requested()
+                || limits.timed_out(t0)
+                || signal.is_some()
+                || self.budget.past_deadline()
+            {
                 self.relaunches_pending = 0;
                 if !self.held.is_empty() {
                     self.give_back_held()?;

@@ -195,6 +195,11 @@ impl BudgetWatch {
     pub(crate) fn budget(&self) -> Option<&StudyBudget> {
         self.budget.as_ref()
     }
+
+    /// Whether the budget's deadline has passed.
+    pub(crate) fn past_deadline(&self) -> bool {
+        self.budget.is_some_and(|b| b.past_deadline())
+    }
 }
 
 impl Study {
