@@ -208,7 +208,7 @@ fn run_workers(coordinator: u32) -> hpo::Result<hpo::cli::Finished> {
 }
 
 #[test]
-#[ignore = "run by trials_run_in_worker_processes_from_the_flags and worker_processes_stop_at_the_study_budget as a worker process"]
+#[ignore = "run by trials_run_in_worker_processes_from_the_flags as a worker process"]
 fn worker_entry() {
     assert!(executor::is_worker(), "only a worker process runs this");
     run_workers(std::os::unix::process::parent_id()).unwrap();
@@ -567,14 +567,15 @@ fn nodes_join_a_created_study_and_stop_together_at_its_budget() {
     let _ = std::fs::remove_dir_all(db.parent().unwrap());
 }
 
-/// A study of `flags` on worker processes of this test binary.
+/// A study of `flags` on worker processes of this test binary (on
+/// `budget_worker_entry`).
 fn run_on_workers(flags: &[&str]) -> hpo::cli::Finished {
     let a = args(flags);
     runner(&a)
         .workers(Arc::new(Estimator), Memory::Host)
         .processes_with(|c| {
             c.worker_args([
-                "runner::worker_entry",
+                "runner::budget_worker_entry",
                 "--exact",
                 "--ignored",
                 "--nocapture",
@@ -583,6 +584,18 @@ fn run_on_workers(flags: &[&str]) -> hpo::cli::Finished {
         })
         .run(objective)
         .unwrap()
+}
+
+#[test]
+#[ignore = "run by the study-budget tests as a worker process"]
+fn budget_worker_entry() {
+    assert!(executor::is_worker(), "only a worker process runs this");
+    let a = args(&[]);
+    runner(&a)
+        .workers(Arc::new(Estimator), Memory::Host)
+        .run(objective)
+        .unwrap();
+    panic!("a worker exits once its trial is stored");
 }
 
 #[test]
