@@ -372,6 +372,9 @@ impl OnBackend for Criteria<'_> {
         };
         let store = runner.artifact_store()?;
         let done = runner.run(|trial| objective::<B>(trial, &self, &device, &store))?;
+        if args.study.is_node() {
+            return Ok(()); // one node of many: the report is another process's
+        }
         let (test, save) = (&self.splits.test, args.save_best.as_deref());
         report_best::<B::InnerBackend>(&done.study, &store, test, &device, save)?;
         Ok(())

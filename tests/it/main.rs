@@ -7,7 +7,9 @@
 //! * `objective`: the obvious objective closures compile as written
 //!   (`|trial| { ...; Ok(loss) }`, no type annotations);
 //! * `cli`: the `hpo` command on fixture studies (hpo- and Optuna-written);
-//! * `runner`: a study run from its flags through `hpo::cli::StudyRunner`.
+//! * `runner`: a study run from its flags through `hpo::cli::StudyRunner`;
+//! * `slurm` (feature `postgres`): `deploy/slurm/`'s job arrays on a real
+//!   one-node Slurm cluster (`.ci/slurm.sh`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -17,4 +19,6 @@ mod objective;
 #[cfg(feature = "cli")]
 mod runner;
 mod search_space;
+#[cfg(all(feature = "cli", feature = "postgres"))]
+mod slurm;
 mod ui;

@@ -1,5 +1,6 @@
 //! Studies: create or resume, ask and tell, optimize, read results.
 
+mod budget;
 mod builder;
 mod heartbeat;
 mod interrupt;
@@ -7,6 +8,8 @@ mod optimize;
 mod pareto;
 mod trial;
 
+pub(crate) use self::budget::BudgetWatch;
+pub use self::budget::{BudgetStep, StudyBudget, Tally, BUDGET_ATTR, OVER_BUDGET_REASON};
 pub use self::builder::StudyBuilder;
 pub use self::heartbeat::{Heartbeat, RetryPolicy};
 pub use self::interrupt::INTERRUPTED_RETRIES;
