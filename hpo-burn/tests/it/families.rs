@@ -6,6 +6,7 @@
 //! and logits within 1e-4; one training step's loss within 1e-5 and the
 //! gradients of named parameters within 1e-3 relative.
 
+use crate::relative_error;
 use hpo_burn::burn::nn::loss::CrossEntropyLossConfig;
 use hpo_burn::burn::tensor::{Bool, Int, Tensor, TensorData};
 use hpo_burn::data::Text;
@@ -59,18 +60,6 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
         .zip(b)
         .map(|(x, y)| (x - y).abs())
         .fold(0.0, f32::max)
-}
-
-/// ||a - b|| / ||b||.
-fn relative_error(a: &[f32], b: &[f32]) -> f64 {
-    assert_eq!(a.len(), b.len());
-    let diff: f64 = a
-        .iter()
-        .zip(b)
-        .map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2))
-        .sum();
-    let norm: f64 = b.iter().map(|y| f64::from(*y).powi(2)).sum();
-    (diff / norm.max(1e-30)).sqrt()
 }
 
 /// The fixture's checkpoint as a two-class classifier with its classifier

@@ -54,3 +54,15 @@ pub fn backend_lock() -> std::sync::MutexGuard<'static, ()> {
 pub fn vader_path() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/vader/tweets.tsv")
 }
+
+/// `||a - b|| / ||b||` (0 when both are zero vectors).
+pub fn relative_error(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let diff: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2))
+        .sum();
+    let norm: f64 = b.iter().map(|y| f64::from(*y).powi(2)).sum();
+    (diff / norm.max(1e-30)).sqrt()
+}

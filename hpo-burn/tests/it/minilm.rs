@@ -6,6 +6,7 @@
 //! `HPO_REQUIRE_MODEL=1`: then they fetch it the way users do (pip) and fail
 //! if that fails. CI sets it.
 
+use crate::relative_error;
 use hpo_burn::batch::{make_batch, EncodedExample};
 use hpo_burn::burn::tensor::Tensor;
 use hpo_burn::data::Text;
@@ -63,18 +64,6 @@ fn fixture() -> Fixture {
         "/tests/fixtures/parity_minilm.json"
     );
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-/// ||a - b|| / ||b||.
-fn relative_error(a: &[f32], b: &[f32]) -> f64 {
-    assert_eq!(a.len(), b.len());
-    let diff: f64 = a
-        .iter()
-        .zip(b)
-        .map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2))
-        .sum();
-    let norm: f64 = b.iter().map(|y| f64::from(*y).powi(2)).sum();
-    (diff / norm).sqrt()
 }
 
 /// Our tokenizer's encodings of the fixture's sentences.
