@@ -15,7 +15,7 @@ use crate::storage::{redact, storage_from_url};
 use crate::study::{Heartbeat, RetryPolicy};
 use crate::{
     Direction, Error, FrozenTrial, IntoTrialResult, Optimize, Result, SearchSpace, Study,
-    StudyBuilder, Trial, TrialState,
+    StudyBuilder, Tracker, Trial, TrialState,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,6 +86,8 @@ pub struct StudyRunner<'a> {
     study_hooks: Vec<Hook<'a, StudyBuilder>>,
     optimize_hooks: Vec<Hook<'a, Optimize>>,
     process_hooks: Vec<Hook<'a, ProcessConfig>>,
+    /// `--mlflow` (or `MLFLOW_TRACKING_URI`), once built.
+    trackers: Vec<Arc<dyn Tracker>>,
 }
 
 /// A finished run: the study and what its trials came to.
@@ -123,6 +125,7 @@ impl<'a> StudyRunner<'a> {
             study_hooks: Vec::new(),
             optimize_hooks: Vec::new(),
             process_hooks: Vec::new(),
+            trackers: Vec::new(),
         }
     }
 
@@ -354,7 +357,8 @@ impl<'a> StudyRunner<'a> {
         F: Fn(&mut Trial) -> R + Sync,
         R: IntoTrialResult,
     {
-        executor::worker_main(&objective)?;
+        self.trackers = self.tracking()?;
+        executor::worker_main_with(&objective, &self.trackers)?;
         signals::install()?;
         let jobs = self.jobs()?;
         let trials = self.args.trials.or(self.trials);
@@ -444,6 +448,9 @@ impl<'a> StudyRunner<'a> {
             // RUNNING.
             builder = builder.heartbeat(Duration::from_secs(5), Duration::from_secs(60));
         }
+        for t in &self.trackers {
+            builder = builder.tracker(Arc::clone(t));
+        }
         for hook in self.study_hooks.drain(..) {
             builder = hook(builder);
         }
@@ -470,6 +477,31 @@ impl<'a> StudyRunner<'a> {
             );
         }
         Ok((study, earlier))
+    }
+
+    /// The trackers `--mlflow` (or `MLFLOW_TRACKING_URI`) asks for.
+    #[cfg(feature = "mlflow")]
+    fn tracking(&self) -> Result<Vec<Arc<dyn Tracker>>> {
+        let Some(m) = crate::tracking::Mlflow::from_flag_or_env(self.args.mlflow.as_deref())?
+        else {
+            return Ok(Vec::new());
+        };
+        if !self.quiet && !executor::is_worker() {
+            println!("logging to MLflow at {}", m.url());
+        }
+        Ok(vec![Arc::new(m)])
+    }
+
+    /// The trackers `--mlflow` asks for: none without the `mlflow` feature.
+    #[cfg(not(feature = "mlflow"))]
+    fn tracking(&self) -> Result<Vec<Arc<dyn Tracker>>> {
+        match &self.args.mlflow {
+            Some(url) => Err(Error::InvalidConfig(format!(
+                "--mlflow {}: this program was built without hpo's `mlflow` feature;                  build it with `--features hpo/mlflow` (or `--features mlflow` in hpo itself)",
+                redact(url)
+            ))),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// Records the space in a study that has none recorded; refuses one

@@ -7,7 +7,9 @@
 //! * `objective`: the obvious objective closures compile as written
 //!   (`|trial| { ...; Ok(loss) }`, no type annotations);
 //! * `cli`: the `hpo` command on fixture studies (hpo- and Optuna-written);
-//! * `runner`: a study run from its flags through `hpo::cli::StudyRunner`.
+//! * `runner`: a study run from its flags through `hpo::cli::StudyRunner`;
+//! * `tracking` (feature `mlflow`): `hpo::tracking::Mlflow` against a real
+//!   MLflow server, started by `servers` from the project's venv.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -17,4 +19,8 @@ mod objective;
 #[cfg(feature = "cli")]
 mod runner;
 mod search_space;
+#[cfg(feature = "mlflow")]
+mod servers;
+#[cfg(feature = "mlflow")]
+mod tracking;
 mod ui;

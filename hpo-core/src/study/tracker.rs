@@ -105,7 +105,10 @@ mod tests {
 
     impl Tracker for Log {
         fn study_opened(&self, study: &Study) {
-            self.0.lock().unwrap().push(format!("open {}", study.name()));
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("open {}", study.name()));
         }
         fn trial_finished(&self, _study: &Study, trial: &Arc<FrozenTrial>) {
             self.0
