@@ -9,17 +9,21 @@
 //! * `cli`: the `hpo` command on fixture studies (hpo- and Optuna-written);
 //! * `runner`: a study run from its flags through `hpo::cli::StudyRunner`;
 //! * `tracking` (feature `mlflow`): `hpo::tracking::Mlflow` against a real
-//!   MLflow server, started by `servers` from the project's venv.
+//!   MLflow server, started by `servers` from the project's venv;
+//! * `dashboard`: optuna-dashboard (from the same venv) on hpo-written
+//!   studies in SQLite and PostgreSQL: its API and a Chromium screenshot.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[cfg(feature = "cli")]
 mod cli;
+#[cfg(feature = "cli")]
+mod dashboard;
 mod objective;
 #[cfg(feature = "cli")]
 mod runner;
 mod search_space;
-#[cfg(feature = "mlflow")]
+#[cfg(feature = "cli")]
 mod servers;
 #[cfg(feature = "mlflow")]
 mod tracking;

@@ -178,3 +178,63 @@ impl Drop for Server {
         self.stop();
     }
 }
+
+/// Headless Chromium: `HPO_CHROMIUM`, or one on the PATH; `None` with a
+/// message, or a failure under `HPO_REQUIRE_CHROMIUM=1` (CI installs it
+/// with `.ci/chromium.sh`).
+pub fn chromium() -> Option<String> {
+    let found = std::env::var("HPO_CHROMIUM").ok().or_else(|| {
+        ["chromium", "chromium-browser", "google-chrome"]
+            .into_iter()
+            .find(|c| {
+                Command::new(c)
+                    .arg("--version")
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+            })
+            .map(str::to_owned)
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var("HPO_REQUIRE_CHROMIUM").as_deref() != Ok("1"),
+            "HPO_REQUIRE_CHROMIUM=1 but no chromium found (run .ci/chromium.sh)"
+        );
+        eprintln!("skipped: chromium not installed (run .ci/chromium.sh)");
+    }
+    found
+}
+
+/// Opens `url` in headless Chromium in a window of `size` once its scripts
+/// had `budget_ms` of virtual time: writes a screenshot to `png` and
+/// returns the page's DOM.
+pub fn browse(chrome: &str, url: &str, png: &Path, size: (u32, u32), budget_ms: u32) -> String {
+    let window = format!("--window-size={},{}", size.0, size.1);
+    let common = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        &window,
+    ];
+    let budget = format!("--virtual-time-budget={budget_ms}");
+    let shot = Command::new(chrome)
+        .args(common)
+        .arg(&budget)
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(url)
+        .output()
+        .unwrap();
+    assert!(
+        png.exists(),
+        "no screenshot of {url}: {}",
+        String::from_utf8_lossy(&shot.stderr)
+    );
+    let dom = Command::new(chrome)
+        .args(common)
+        .arg(&budget)
+        .arg("--dump-dom")
+        .arg(url)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&dom.stdout).into_owned()
+}
