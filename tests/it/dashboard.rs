@@ -208,7 +208,7 @@ fn optuna_dashboard_shows_an_hpo_study_in_sqlite() {
     check(&server.url, &study, "sqlite");
 }
 
-#[cfg(feature = "postgres")]
+#[cfg(any(feature = "postgres", feature = "postgres-tls"))]
 #[test]
 fn optuna_dashboard_shows_an_hpo_study_in_postgresql() {
     let Some(py) = python_with("optuna_dashboard", "HPO_REQUIRE_DASHBOARD") else {
@@ -219,11 +219,11 @@ fn optuna_dashboard_shows_an_hpo_study_in_postgresql() {
     let name = format!("hpo_dashboard_{}", std::process::id());
     // psycopg (in the venv for Optuna) creates and drops the database.
     let sql = |statement: String| {
-        let script = format!(
-            "import psycopg, sys\nwith psycopg.connect(sys.argv[1], autocommit=True) as c: c.execute(sys.argv[2])"
-        );
+        let script =
+            "import psycopg, sys\nwith psycopg.connect(sys.argv[1], autocommit=True) as c: \
+                      c.execute(sys.argv[2])";
         let out = std::process::Command::new(&py)
-            .args(["-c", &script, &admin, &statement])
+            .args(["-c", script, &admin, &statement])
             .output()
             .unwrap();
         out.status
