@@ -116,10 +116,13 @@ impl Client {
             Err(f) if f.code.as_deref() == Some("RESOURCE_DOES_NOT_EXIST") => {}
             Err(f) => return Err(f),
         }
+        // Marked as model training, so that MLflow 3's UI opens it on its
+        // runs rather than on its GenAI traces.
+        let tags = json!([{ "key": "mlflow.experimentKind", "value": "custom_model_development" }]);
         match self.call(
             "POST",
             "experiments/create",
-            &json!({ "name": name }),
+            &json!({ "name": name, "tags": tags }),
             deadline,
         ) {
             Ok(v) => id_in(&v, "/experiment_id"),

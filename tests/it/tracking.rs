@@ -60,6 +60,11 @@ fn runs(url: &str, name: &str) -> (Value, BTreeMap<u64, Value>) {
         json!({ "experiment_name": name }),
     );
     let id = exp["experiment"]["experiment_id"].as_str().unwrap();
+    let kind = exp["experiment"]["tags"]
+        .as_array()
+        .and_then(|tags| tags.iter().find(|t| t["key"] == "mlflow.experimentKind"))
+        .map(|t| t["value"].clone());
+    assert_eq!(kind, Some(json!("custom_model_development")), "{exp}");
     let found = api(
         url,
         "POST",
