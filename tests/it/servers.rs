@@ -107,6 +107,7 @@ impl Server {
     }
 
     /// MLflow's tracking server with a SQLite backend in `dir`.
+    #[cfg(feature = "mlflow")]
     pub fn mlflow(python: &Path, dir: &Path) -> Server {
         let port = free_port();
         let args = [
