@@ -795,6 +795,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn mlflow_is_refused_without_the_feature_and_its_password_never_shows() {
+        let args = StudyArgs {
+            mlflow: Some("https://alice:hunter2@mlflow.example/".into()),
+            ..StudyArgs::default()
+        };
+        let got = StudyRunner::new(&args).tracking();
+        if cfg!(feature = "mlflow") {
+            // Built: a tracker for the URL, shown without its password.
+            let trackers = got.unwrap();
+            assert_eq!(trackers.len(), 1);
+        } else {
+            let e = got.err().unwrap().to_string();
+            assert!(e.contains("`mlflow` feature"), "{e}");
+            assert!(!e.contains("hunter2"), "{e}");
+        }
+        let none = StudyArgs::default();
+        if std::env::var_os("MLFLOW_TRACKING_URI").is_none() {
+            assert!(StudyRunner::new(&none).tracking().unwrap().is_empty());
+        }
+    }
+
+    #[test]
     fn the_resume_line_says_what_becomes_of_trials_left_running() {
         let hb = Heartbeat {
             interval: Duration::from_secs(5),
