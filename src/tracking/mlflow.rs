@@ -33,7 +33,9 @@ const QUEUE: usize = 10_000;
 /// the study's counts, a nested run per trial (see [`crate::tracking`]).
 ///
 /// Register it with [`crate::StudyBuilder::tracker`]. Cheap to clone (a
-/// handle on one sending thread); `Send + Sync`.
+/// handle on one sending thread); `Send + Sync`. `Study::optimize_with`
+/// waits for its queue when it returns; code that drives a study with
+/// `ask` and `tell` calls [`Tracker::flush`] before the process exits.
 #[derive(Clone)]
 pub struct Mlflow {
     inner: Arc<Inner>,
