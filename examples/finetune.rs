@@ -106,7 +106,9 @@ impl OnBackend for &Args {
             let spec = spec(trial, self, &backbones)?;
             Ok(fine_tune::<B>(trial, &backbones.light, spec, &device, Some(&store))?.value)
         })?;
-        report_best::<B::InnerBackend>(&done.study, &store, &splits.test, &device, None)?;
+        if !self.study.is_node() {
+            report_best::<B::InnerBackend>(&done.study, &store, &splits.test, &device, None)?;
+        }
         Ok(())
     }
 }

@@ -89,7 +89,7 @@ impl Sizing {
             max_len: spec
                 .train
                 .max_len
-                .min(model.max_position)
+                .min(model.max_len())
                 .min(task.longest_train_tokens()?.max(1)),
             model,
             batch: Batch::new(micro, accumulation),

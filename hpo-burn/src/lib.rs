@@ -87,6 +87,7 @@ pub mod data;
 mod error;
 pub mod estimator;
 pub mod experiment;
+pub mod family;
 pub mod fault;
 pub mod host;
 pub mod kernels;

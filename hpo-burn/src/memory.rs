@@ -12,7 +12,10 @@
 //!   the inputs of the projections, GELU and layer norms, `2·a·s²·b` for the
 //!   attention probabilities before and after dropout, and `2·s·b·h + a·s²·b`
 //!   one-byte dropout masks (s = sequence length, b = micro-batch, h = hidden,
-//!   f = feed-forward width, a = heads); plus embeddings and logits.
+//!   f = feed-forward width, a = heads); plus embeddings and logits;
+//! * for DeBERTa's disentangled attention, per layer its relative table and
+//!   the table's two projections, and once the two `[b, a, s, s]` gather
+//!   indices and the `3·a·s²·b` relative scores live while a layer runs.
 //!
 //! It is deliberately simple and documented so that a fitted correction per
 //! model family (from measured peaks recorded on trials) can replace the
@@ -88,7 +91,18 @@ pub fn estimate_training_memory(
     let per_layer =
         e * (s * b * (8 * h + 2 * f) + 2 * a * s * s * b) + 2 * s * b * h + a * s * s * b;
     // Embedding sum, its norm and dropout, pooled output and logits.
-    let outside = e * (4 * s * b * h + b * (h + model.num_classes as u64)) + s * b * h;
+    let mut outside = e * (4 * s * b * h + b * (h + model.num_classes as u64)) + s * b * h;
+    let mut per_layer = per_layer;
+    if let Some(r) = model.relative {
+        // DeBERTa: each layer keeps its dropped-out relative table and its
+        // two projections (`2·span` rows each); the encoder keeps two
+        // `[b, a, s, s]` gather indices (8-byte integers); and while a
+        // layer runs, the content-to-position and position-to-content
+        // scores and their sum (`3·a·s²·b`) are live beside the kept ones.
+        let rows = 2 * r.span() as u64;
+        per_layer += e * 3 * rows * h;
+        outside += 2 * 8 * a * s * s * b + e * 3 * a * s * s * b;
+    }
     MemoryEstimate {
         weights,
         gradients,
@@ -219,6 +233,34 @@ mod tests {
         let gib = 1u64 << 30;
         assert!(estimate_training_memory(&large, 48, 480, Precision::Mixed).total() > 24 * gib);
         assert!(estimate_training_memory(&large, 8, 480, Precision::Mixed).total() < 24 * gib);
+    }
+
+    /// DeBERTa-v3-base's disentangled attention costs more than BERT-base
+    /// of the same dimensions, and the seed study's worst OOM (DeBERTa-base,
+    /// batch 128 x 384, which needed 29 GiB) does not fit 24 GiB.
+    #[test]
+    fn deberta_pays_for_its_relative_attention() {
+        let bert = ModelConfig::new(128_100, 2, 12, 768, 12, 3072);
+        let mut deberta = bert.clone();
+        deberta.absolute_positions = false;
+        deberta.type_vocab_size = 0;
+        deberta.pooler_gelu = true;
+        deberta.relative = Some(crate::model::Relative {
+            buckets: 256,
+            max_distance: 512,
+            norm: true,
+        });
+        let (b, d) = (
+            estimate_training_memory(&bert, 32, 384, Precision::F32),
+            estimate_training_memory(&deberta, 32, 384, Precision::F32),
+        );
+        assert!(
+            d.activations > b.activations + b.activations / 10,
+            "{d:?} {b:?}"
+        );
+        let gib = 1u64 << 30;
+        assert!(estimate_training_memory(&deberta, 128, 384, Precision::Mixed).total() > 24 * gib);
+        assert!(estimate_training_memory(&deberta, 8, 384, Precision::Mixed).total() < 24 * gib);
     }
 
     #[test]

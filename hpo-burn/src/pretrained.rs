@@ -1,13 +1,14 @@
-//! Starting from a local HuggingFace BERT checkpoint.
+//! Starting from a local HuggingFace BERT, RoBERTa or DeBERTa-v3 checkpoint.
 //!
-//! A checkpoint directory holds `config.json` (dimensions), `vocab.txt` or
-//! `tokenizer.json`, and `model.safetensors`. Weights are read with burn's
+//! A checkpoint directory holds `config.json` (dimensions, and `model_type`,
+//! which picks the [`Family`]), `vocab.txt` or `tokenizer.json`, and
+//! `model.safetensors`. Weights are read with burn's
 //! store support ([`SafetensorsStore`]) through [`PyTorchToBurnAdapter`]
 //! (which transposes linear weights and maps layer-norm `weight`/`bias` to
 //! `gamma`/`beta`) and a key mapping from HuggingFace names to this crate's
 //! module tree:
 //!
-//! | HuggingFace (`bert.` prefix optional) | hpo-burn |
+//! | HuggingFace (`bert.`, `roberta.` or `deberta.` prefix optional) | hpo-burn |
 //! | --- | --- |
 //! | `embeddings.word_embeddings` | `embeddings.token` |
 //! | `embeddings.position_embeddings` | `embeddings.position` |
@@ -20,14 +21,26 @@
 //! | `encoder.layer.N.output.dense` | `encoder.layers.N.pwff.linear_outer` |
 //! | `encoder.layer.N.output.LayerNorm` | `encoder.layers.N.norm_2` |
 //! | `pooler.dense` | `pooler.dense` |
+//! | `encoder.layer.N.attention.self.{query,key,value}_proj` (DeBERTa) | `encoder.layers.N.mha.{query,key,value}` |
+//! | `encoder.rel_embeddings`, `encoder.LayerNorm` (DeBERTa) | `encoder.relative.{embeddings,norm}` |
+//! | `classifier.dense` (RoBERTa's head) | `pooler.dense` |
+//! | `classifier` / `classifier.out_proj` (with [`Checkpoint::load_with_classifier`]) | `head.output` |
 //!
 //! Loading is strict: every encoder, embedding and pooler tensor must be
 //! present with the right shape, or loading fails naming the keys. Only the
-//! classification head (`head.*`) starts fresh. Checkpoint tensors the model
-//! does not use (masked-LM heads, `position_ids`) are reported, not loaded.
+//! classification head (`head.*`) starts fresh, and for RoBERTa the head's
+//! dense layer (`pooler.*`) when the checkpoint has none. Checkpoint tensors
+//! the model does not use (masked-LM heads, `position_ids`) are reported,
+//! not loaded.
+//!
+//! A folder with `pytorch_model.bin` (and `spm.model` or `vocab.json` +
+//! `merges.txt`) instead of `model.safetensors` and `tokenizer.json` is
+//! refused with the conversion to run: `bench/convert_checkpoint.py`, which
+//! writes both with transformers.
 
 use crate::error::{Error, Result};
-use crate::model::{BertClassifier, ModelConfig};
+pub use crate::family::Family;
+use crate::model::{BertClassifier, ModelConfig, Relative};
 use crate::tokenize::TextTokenizer;
 use burn::store::{ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore};
 use burn::tensor::backend::Backend;
@@ -35,8 +48,10 @@ use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 /// The HuggingFace key mapping, applied in order (regex, replacement).
-pub const KEY_MAPPING: [(&str, &str); 14] = [
+pub const KEY_MAPPING: [(&str, &str); 20] = [
     (r"^bert\.", ""),
+    (r"^roberta\.", ""),
+    (r"^deberta\.", ""),
     // Layer norms: PyTorch `weight`/`bias` (or TF-converted `gamma`/`beta`)
     // become burn's `gamma`/`beta` by name, so nothing is reported unused.
     (r"LayerNorm\.weight$", "LayerNorm.gamma"),
@@ -53,6 +68,11 @@ pub const KEY_MAPPING: [(&str, &str); 14] = [
     (r"^embeddings\.LayerNorm\.", "embeddings.norm."),
     (
         r"^encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.",
+        "encoder.layers.$1.mha.$2.",
+    ),
+    // DeBERTa's projections are named `query_proj`, `key_proj`, `value_proj`.
+    (
+        r"^encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)_proj\.",
         "encoder.layers.$1.mha.$2.",
     ),
     (
@@ -76,11 +96,34 @@ pub const KEY_MAPPING: [(&str, &str); 14] = [
         "encoder.layers.$1.norm_2.",
     ),
     (r"^pooler\.dense\.", "pooler.dense."),
+    // RoBERTa's classification head: its dense layer is the pooler's place.
+    (r"^classifier\.dense\.", "pooler.dense."),
+    // DeBERTa's relative position embeddings and their layer norm.
+    (
+        r"^encoder\.rel_embeddings\.",
+        "encoder.relative.embeddings.",
+    ),
+    (r"^encoder\.LayerNorm\.", "encoder.relative.norm."),
 ];
 
-/// The fields of a HuggingFace BERT `config.json` this crate uses.
+/// The classifier's output layer, mapped only by
+/// [`Checkpoint::load_with_classifier`]: BERT's `classifier` and RoBERTa's
+/// `classifier.out_proj`.
+pub const CLASSIFIER_MAPPING: [(&str, &str); 2] = [
+    (r"^classifier\.out_proj\.", "head.output."),
+    (r"^classifier\.(weight|bias)$", "head.output.$1"),
+];
+
+/// The fields of a HuggingFace BERT or RoBERTa `config.json` this crate
+/// uses.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct HfBertConfig {
+    /// The layout (`bert`, `roberta`); `bert` when absent.
+    #[serde(default = "default_model_type")]
+    pub model_type: String,
+    /// The padding token's id (RoBERTa's positions start after it).
+    #[serde(default)]
+    pub pad_token_id: usize,
     /// Vocabulary size.
     pub vocab_size: usize,
     /// Hidden width.
@@ -106,8 +149,44 @@ pub struct HfBertConfig {
     /// Feed-forward activation; only `gelu` (exact) is supported.
     #[serde(default = "default_act")]
     pub hidden_act: String,
+    /// DeBERTa: relative attention on.
+    #[serde(default)]
+    pub relative_attention: bool,
+    /// DeBERTa: log buckets of relative distances (`-1`/`0`: none).
+    #[serde(default)]
+    pub position_buckets: i64,
+    /// DeBERTa: the largest relative distance (`-1`: `max_position_embeddings`).
+    #[serde(default)]
+    pub max_relative_positions: i64,
+    /// DeBERTa: `layer_norm` to normalise the relative embeddings.
+    #[serde(default)]
+    pub norm_rel_ebd: String,
+    /// DeBERTa: the disentangled terms, `["p2c", "c2p"]` or `"p2c|c2p"`.
+    #[serde(default)]
+    pub pos_att_type: serde_json::Value,
+    /// DeBERTa: position queries and keys through the content projections.
+    #[serde(default)]
+    pub share_att_key: bool,
+    /// DeBERTa: absolute position embeddings added to the input (`false`
+    /// in v3).
+    #[serde(default = "default_true")]
+    pub position_biased_input: bool,
+    /// DeBERTa: the word embeddings' width, when it differs from
+    /// `hidden_size` (not supported).
+    #[serde(default)]
+    pub embedding_size: Option<usize>,
+    /// DeBERTa: the context pooler's activation.
+    #[serde(default)]
+    pub pooler_hidden_act: Option<String>,
 }
 
+fn default_true() -> bool {
+    true
+}
+
+fn default_model_type() -> String {
+    "bert".into()
+}
 fn default_positions() -> usize {
     512
 }
@@ -124,11 +203,14 @@ fn default_act() -> String {
     "gelu".into()
 }
 
-/// A local BERT checkpoint directory, possibly truncated to its first layers.
+/// A local BERT, RoBERTa or DeBERTa-v3 checkpoint directory, possibly
+/// truncated to its first layers.
 #[derive(Debug, Clone)]
 pub struct Checkpoint {
     /// The directory.
     pub dir: PathBuf,
+    /// Its layout, from `config.json`'s `model_type`.
+    pub family: Family,
     /// Its `config.json`, with `num_hidden_layers` the layers used (see
     /// [`truncated`](Self::truncated)).
     pub config: HfBertConfig,
@@ -158,7 +240,9 @@ impl Checkpoint {
         let config_path = dir.join("config.json");
         let text = std::fs::read_to_string(&config_path).map_err(|e| Error::io(&config_path, e))?;
         let config: HfBertConfig = serde_json::from_str(&text)
-            .map_err(|e| fail(format!("config.json is not a BERT config: {e}")))?;
+            .map_err(|e| fail(format!("config.json is not a BERT or RoBERTa config: {e}")))?;
+        let family =
+            Family::from_model_type(&config.model_type).map_err(|e| fail(e.to_string()))?;
         if config.hidden_act != "gelu" {
             return Err(fail(format!(
                 "hidden_act {:?} is not supported (only exact \"gelu\")",
@@ -166,12 +250,31 @@ impl Checkpoint {
             )));
         }
         if !dir.join("model.safetensors").is_file() {
-            return Err(fail(
-                "no model.safetensors (convert .bin checkpoints to safetensors first)".into(),
-            ));
+            return Err(fail(format!(
+                "no model.safetensors{}: convert the folder with `python \
+                 bench/convert_checkpoint.py {} OUT_DIR` (transformers writes model.safetensors \
+                 and tokenizer.json), then use OUT_DIR",
+                if dir.join("pytorch_model.bin").is_file() {
+                    " (only pytorch_model.bin)"
+                } else {
+                    ""
+                },
+                dir.display()
+            )));
+        }
+        if family == Family::Deberta {
+            deberta_supported(&config).map_err(fail)?;
+        }
+        let positions = family.position_offset(config.pad_token_id);
+        if config.max_position_embeddings <= positions {
+            return Err(fail(format!(
+                "max_position_embeddings {} leaves no position after the first {positions}",
+                config.max_position_embeddings
+            )));
         }
         Ok(Checkpoint {
             dir,
+            family,
             stored_layers: config.num_hidden_layers,
             config,
         })
@@ -223,9 +326,32 @@ impl Checkpoint {
         )
         .with_max_position(c.max_position_embeddings)
         .with_dropout(c.hidden_dropout_prob);
+        m.position_offset = self.family.position_offset(c.pad_token_id);
         m.type_vocab_size = c.type_vocab_size;
+        if self.family == Family::Deberta {
+            m.absolute_positions = c.position_biased_input;
+            m.pooler_gelu = true;
+            let buckets = usize::try_from(c.position_buckets).unwrap_or(0);
+            let max_distance = usize::try_from(c.max_relative_positions)
+                .ok()
+                .filter(|&d| d > 0)
+                .unwrap_or(c.max_position_embeddings);
+            m.relative = c.relative_attention.then_some(Relative {
+                buckets,
+                max_distance,
+                norm: c.norm_rel_ebd.split('|').any(|t| t.trim() == "layer_norm"),
+            });
+        }
         m.layer_norm_eps = c.layer_norm_eps;
         m
+    }
+
+    /// The longest sequence the checkpoint takes, special tokens included:
+    /// its positions, less RoBERTa's offset (512 for the released BERT and
+    /// RoBERTa checkpoints alike).
+    pub fn max_len(&self) -> usize {
+        let c = &self.config;
+        c.max_position_embeddings - self.family.position_offset(c.pad_token_id)
     }
 
     /// The checkpoint's tokenizer.
@@ -237,7 +363,26 @@ impl Checkpoint {
     /// [`model_config`](Self::model_config), head dimensions free).
     pub fn load_into<B: Backend>(
         &self,
+        model: BertClassifier<B>,
+    ) -> Result<(BertClassifier<B>, LoadReport)> {
+        self.load(model, false)
+    }
+
+    /// [`load_into`](Self::load_into), and the checkpoint's classifier
+    /// output layer into the head (`model` must have no hidden head layer
+    /// and the checkpoint's number of classes): a fine-tuned checkpoint
+    /// whole, as the parity tests check it against transformers.
+    pub fn load_with_classifier<B: Backend>(
+        &self,
+        model: BertClassifier<B>,
+    ) -> Result<(BertClassifier<B>, LoadReport)> {
+        self.load(model, true)
+    }
+
+    fn load<B: Backend>(
+        &self,
         mut model: BertClassifier<B>,
+        classifier: bool,
     ) -> Result<(BertClassifier<B>, LoadReport)> {
         let path = self.dir.join("model.safetensors");
         let fail = |message: String| Error::Checkpoint {
@@ -247,7 +392,12 @@ impl Checkpoint {
         let mut store = SafetensorsStore::from_file(&path)
             .with_from_adapter(PyTorchToBurnAdapter)
             .allow_partial(true);
-        for (from, to) in KEY_MAPPING {
+        let extra = if classifier {
+            &CLASSIFIER_MAPPING[..]
+        } else {
+            &[]
+        };
+        for &(from, to) in KEY_MAPPING.iter().chain(extra) {
             store = store.with_key_remapping(from, to);
         }
         let result = model
@@ -265,7 +415,9 @@ impl Checkpoint {
             .missing
             .iter()
             .map(|(p, _)| p.clone())
-            .partition(|p| p.starts_with("head."));
+            .partition(|p| {
+                self.family.may_start_fresh(p) && !(classifier && p.starts_with("head.output."))
+            });
         if !missing.is_empty() {
             return Err(fail(format!(
                 "{} model tensor(s) missing from the checkpoint: {}",
@@ -283,6 +435,50 @@ impl Checkpoint {
                 fresh,
                 unused: result.unused.clone(),
             },
+        ))
+    }
+}
+
+/// The DeBERTa-v2/v3 settings hpo-burn's encoder implements (those of the
+/// released v3 checkpoints): relative attention with both disentangled
+/// terms through shared projections, the GELU context pooler, embeddings as
+/// wide as the hidden states. Anything else is named.
+fn deberta_supported(c: &HfBertConfig) -> std::result::Result<(), String> {
+    let terms: Vec<String> = match &c.pos_att_type {
+        serde_json::Value::Array(a) => a
+            .iter()
+            .filter_map(|v| v.as_str())
+            .map(str::to_owned)
+            .collect(),
+        serde_json::Value::String(s) => s.split('|').map(|t| t.trim().to_owned()).collect(),
+        _ => Vec::new(),
+    };
+    let mut problems = Vec::new();
+    if c.relative_attention {
+        let mut sorted = terms.clone();
+        sorted.sort();
+        if sorted != ["c2p", "p2c"] {
+            problems.push(format!("pos_att_type {terms:?} (only [\"p2c\", \"c2p\"])"));
+        }
+        if !c.share_att_key {
+            problems.push("share_att_key false (separate position projections)".to_owned());
+        }
+    }
+    if c.embedding_size.is_some_and(|e| e != c.hidden_size) {
+        problems.push("embedding_size other than hidden_size".to_owned());
+    }
+    if c.pooler_hidden_act.as_deref().is_some_and(|a| a != "gelu") {
+        problems.push(format!(
+            "pooler_hidden_act {:?} (only gelu)",
+            c.pooler_hidden_act
+        ));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "this DeBERTa configuration is not supported: {}",
+            problems.join("; ")
         ))
     }
 }

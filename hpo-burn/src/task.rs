@@ -161,7 +161,7 @@ pub(crate) fn evaluate_with<B: Backend>(
             data.classes
         )));
     }
-    let examples = encode_with(tokenizer, data, max_len.min(model.max_position))?;
+    let examples = encode_with(tokenizer, data, max_len.min(model.max_len()))?;
     evaluate(
         model,
         &examples,
@@ -257,7 +257,7 @@ pub fn run_with_model<B: AutodiffBackend, S: TrialSink>(
     if let Some(c) = &task.checkpoint {
         model = c.load_into(model)?.0;
     }
-    let (train, valid) = task.encode(spec.train.max_len.min(model_config.max_position))?;
+    let (train, valid) = task.encode(spec.train.max_len.min(model_config.max_len()))?;
     let trainer = Trainer::<B>::new(
         spec.train.clone(),
         model_config,

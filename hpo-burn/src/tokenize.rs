@@ -1,10 +1,12 @@
-//! WordPiece tokenization of single texts and (criterion, text) pairs.
+//! Tokenization of single texts and (criterion, text) pairs.
 //!
 //! Wraps the `tokenizers` crate built without its download features: a
-//! tokenizer comes from a local `tokenizer.json`, a BERT `vocab.txt`, or is
-//! trained from the training texts when no checkpoint is given. Encodings are
-//! BERT's: `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]` with segment ids 0/1,
-//! truncated longest-first to `max_len`. Padding is *not* done here: the
+//! tokenizer comes from a local `tokenizer.json` (BERT's WordPiece or
+//! RoBERTa's byte-level BPE), a BERT `vocab.txt`, or is trained from the
+//! training texts when no checkpoint is given. Encodings are BERT's, `[CLS] a
+//! [SEP]` or `[CLS] a [SEP] b [SEP]` with segment ids 0/1, or RoBERTa's,
+//! `<s> a </s>` or `<s> a </s></s> b </s>` in segment 0, by the vocabulary's
+//! special tokens, truncated longest-first to `max_len`. Padding is *not* done here: the
 //! batcher pads each batch to its own longest sequence.
 
 use crate::data::Text;
@@ -15,6 +17,7 @@ use tokenizers::models::TrainerWrapper;
 use tokenizers::normalizers::BertNormalizer;
 use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 use tokenizers::processors::bert::BertProcessing;
+use tokenizers::processors::roberta::RobertaProcessing;
 use tokenizers::{AddedToken, Tokenizer, TruncationParams, TruncationStrategy};
 
 /// Special tokens, in the id order a trained vocabulary gives them.
@@ -151,19 +154,40 @@ impl TextTokenizer {
         Self::finish(inner)
     }
 
+    /// Sets the special tokens' framing by the vocabulary's own tokens:
+    /// BERT's `[CLS] a [SEP] b [SEP]` (segments 0 and 1) where it has
+    /// `[CLS]`, `[SEP]` and `[PAD]`; RoBERTa's `<s> a </s></s> b </s>` (one
+    /// segment) where it has `<s>`, `</s>` and `<pad>`.
     fn finish(mut inner: Tokenizer) -> Result<Self> {
-        let id = |t: &str| {
-            inner.token_to_id(t).ok_or_else(|| {
-                Error::Tokenizer(format!(
-                    "vocabulary has no {t} token (not a BERT vocabulary?)"
-                ))
-            })
+        let ids = |[pad, cls, sep]: [&str; 3]| {
+            Some((
+                inner.token_to_id(pad)?,
+                inner.token_to_id(cls)?,
+                inner.token_to_id(sep)?,
+            ))
         };
-        let (pad_id, cls, sep) = (id("[PAD]")?, id("[CLS]")?, id("[SEP]")?);
-        inner.with_post_processor(Some(BertProcessing::new(
-            ("[SEP]".into(), sep),
-            ("[CLS]".into(), cls),
-        )));
+        let pad_id = if let Some((pad, cls, sep)) = ids(["[PAD]", "[CLS]", "[SEP]"]) {
+            inner.with_post_processor(Some(BertProcessing::new(
+                ("[SEP]".into(), sep),
+                ("[CLS]".into(), cls),
+            )));
+            pad
+        } else if let Some((pad, cls, sep)) = ids(["<pad>", "<s>", "</s>"]) {
+            // RoBERTa's byte-level BPE keeps its own pre-tokenizer; the
+            // framing is RobertaProcessing's (its offsets untouched here).
+            inner.with_post_processor(Some(
+                RobertaProcessing::new(("</s>".into(), sep), ("<s>".into(), cls))
+                    .trim_offsets(false)
+                    .add_prefix_space(false),
+            ));
+            pad
+        } else {
+            return Err(Error::Tokenizer(
+                "vocabulary has neither BERT's [PAD]/[CLS]/[SEP] nor RoBERTa's \
+                 <pad>/<s>/</s> tokens"
+                    .into(),
+            ));
+        };
         inner.with_padding(None);
         Ok(TextTokenizer { inner, pad_id })
     }

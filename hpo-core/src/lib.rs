@@ -97,7 +97,9 @@ pub use crate::sampler::{
 };
 pub use crate::space::{ChoiceEnum, ParamDescription, ParamKind, SearchSpace, SpaceDescription};
 pub use crate::storage::{InMemoryStorage, SqliteStorage, Storage, StudySummary};
-pub use crate::study::{Heartbeat, Optimize, RetryPolicy, Study, StudyBuilder, Tracker, Trial};
+pub use crate::study::{
+    Heartbeat, Optimize, RetryPolicy, Study, StudyBudget, StudyBuilder, Tracker, Trial,
+};
 pub use crate::trial::{
     FailureKind, FrozenTrial, IntoTrialResult, TrialError, TrialOutcome, TrialSnapshot, TrialState,
 };

@@ -34,12 +34,14 @@ pub type Params = Vec<(String, ParamValue)>;
 #[derive(clap::Args, Debug, Clone, Default, PartialEq)]
 pub struct StudyArgs {
     /// Where the study lives: `sqlite:///study.db`, `postgresql://user@host/db`
-    /// (a password in the URL is never printed).
-    #[arg(long, value_name = "URL")]
+    /// (a password in the URL is never printed). Also read from the
+    /// environment variable `HPO_STORAGE`, which keeps a password off the
+    /// command line (`ps` shows command lines to every user of a machine).
+    #[arg(long, value_name = "URL", env = "HPO_STORAGE", hide_env_values = true)]
     pub storage: Option<String>,
     /// The study's name inside the storage; running again with the same name
-    /// continues the study.
-    #[arg(long, value_name = "NAME")]
+    /// continues the study. Also read from `HPO_STUDY`.
+    #[arg(long, value_name = "NAME", env = "HPO_STUDY")]
     pub study: Option<String>,
     /// Trials to run in this invocation (a resumed study keeps its old ones).
     #[arg(long, value_name = "N")]
@@ -84,6 +86,37 @@ pub struct StudyArgs {
     /// `{"sampler": "tpe", "n_startup_trials": 5}`.
     #[arg(long, value_name = "NAME|JSON", value_parser = parse_sampler)]
     pub sampler: Option<SamplerArg>,
+    /// Join a study that already exists (created by `--create`), as a node
+    /// a scheduler started: run trials until the study's own budget
+    /// (`--study-trials`, `--deadline` given at creation) is reached across
+    /// every node, then exit 0. Refuses to create a study (a mistyped name
+    /// must not start a new one), enqueues nothing, and, with worker
+    /// processes, retries a trial whose node died (twice) on whichever node
+    /// is free.
+    #[arg(long, conflicts_with_all = ["create", "study_trials", "deadline", "enqueue"])]
+    pub join: bool,
+    /// Create the study (or update an existing one): record its search
+    /// space and its budget (`--study-trials`, `--deadline`), enqueue its
+    /// warm start or `--enqueue`, and exit without running a trial. Run it
+    /// once, before the nodes that `--join` it.
+    #[arg(long)]
+    pub create: bool,
+    /// The budget of the whole study, across every process and machine:
+    /// it is done once this many trials ended COMPLETE or PRUNED (failed
+    /// trials and their retry copies do not count). Recorded in the study.
+    #[arg(long, value_name = "N", value_parser = parse_study_trials)]
+    pub study_trials: Option<usize>,
+    /// No trial of the study starts after this time, on any machine:
+    /// RFC 3339 (`2026-12-01T18:00:00Z`) or from now (`+90m`, `+12h`,
+    /// `+2d`). Recorded in the study.
+    #[arg(long, value_name = "TIME", value_parser = parse_deadline)]
+    pub deadline: Option<chrono::DateTime<chrono::Utc>>,
+    /// Worker processes spread over every GPU the node was given
+    /// (`CUDA_VISIBLE_DEVICES`, else Slurm's `SLURM_JOB_GPUS`), each with
+    /// the memory budget of the experiment's device, instead of that one
+    /// device alone.
+    #[arg(long)]
+    pub all_gpus: bool,
     /// Where trials store their files (models, predictions): a folder or a
     /// `file://` URL, on storage every machine of the study shares (default:
     /// beside a SQLite study, `<database>.artifacts`).
@@ -101,6 +134,16 @@ pub struct StudyArgs {
     /// test binary on a harness entry this way).
     #[arg(skip)]
     pub worker_launch: Option<WorkerLaunch>,
+}
+
+impl StudyArgs {
+    /// Whether this process is one node of a study that others run too
+    /// (`--create`, `--join`): work after the study, such as scoring the
+    /// best trial on a test split or saving its model, belongs to one
+    /// process after every node has finished, not to each node.
+    pub fn is_node(&self) -> bool {
+        self.create || self.join
+    }
 }
 
 /// How worker processes start, for an experiment's tests
@@ -207,6 +250,55 @@ pub fn parse_sampler(text: &str) -> Result<SamplerArg, String> {
             SAMPLER_NAMES.join(", ")
         ))
     }
+}
+
+/// Parses `--study-trials`: a positive number.
+pub fn parse_study_trials(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(0) => Err("a study of 0 trials is done before it starts; give 1 or more".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{text}` is not a number of trials")),
+    }
+}
+
+/// Parses `--deadline`: an RFC 3339 time (`2026-12-01T18:00:00Z`,
+/// `2026-12-01T19:00:00+01:00`), or a time from now, `+` a number and a unit
+/// (`s`, `m`, `h`, `d`: `+90m`, `+12h`).
+pub fn parse_deadline(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    let t = text.trim();
+    if let Some(after) = t.strip_prefix('+') {
+        let digits = after.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+        let unit = &after[digits.len()..];
+        let seconds = match unit {
+            "s" => 1,
+            "m" => 60,
+            "h" => 3600,
+            "d" => 86_400,
+            _ => {
+                return Err(format!(
+                    "`{text}`: expected `+` a number and a unit s, m, h or d, such as +12h"
+                ))
+            }
+        };
+        let n: i64 = digits
+            .parse()
+            .map_err(|_| format!("`{text}`: `{digits}` is not a whole number"))?;
+        let delta = n
+            .checked_mul(seconds)
+            .and_then(chrono::TimeDelta::try_seconds)
+            .ok_or_else(|| format!("`{text}` is too far in the future"))?;
+        return chrono::Utc::now()
+            .checked_add_signed(delta)
+            .ok_or_else(|| format!("`{text}` is too far in the future"));
+    }
+    chrono::DateTime::parse_from_rfc3339(t)
+        .map(|d| d.with_timezone(&chrono::Utc))
+        .map_err(|e| {
+            format!(
+                "`{text}` is not a time ({e}); expected RFC 3339 such as 2026-12-01T18:00:00Z, \
+                 or a time from now such as +12h"
+            )
+        })
 }
 
 /// Parses `--enqueue`'s JSON object of parameter values.
@@ -371,6 +463,42 @@ mod tests {
         assert!(e.contains("unknown sampler `bayes`"), "{e}");
         let e = parse(&["--sampler", r#"{"sampler": "tpe", "n_startup": 5}"#]).unwrap_err();
         assert!(e.contains("n_startup"), "{e}");
+    }
+
+    #[test]
+    fn the_scheduler_flags_parse_with_clear_errors() {
+        let args = parse(&["--join"]).unwrap();
+        assert!(args.join && !args.create && args.study_trials.is_none());
+        let args = parse(&["--create", "--study-trials", "200", "--deadline", "+2h"]).unwrap();
+        assert!(args.create);
+        assert_eq!(args.study_trials, Some(200));
+        let left = args.deadline.unwrap() - chrono::Utc::now();
+        assert!(
+            left > chrono::TimeDelta::minutes(119) && left <= chrono::TimeDelta::hours(2),
+            "{left}"
+        );
+        assert_eq!(
+            parse_deadline("2026-12-01T19:00:00+01:00").unwrap(),
+            "2026-12-01T18:00:00Z"
+                .parse::<chrono::DateTime<chrono::Utc>>()
+                .unwrap()
+        );
+        for (text, says) in [
+            ("tomorrow", "`tomorrow` is not a time"),
+            ("+12", "a unit s, m, h or d"),
+            ("+1.5h", "`1.5` is not a whole number"),
+            ("+99999999999999d", "too far in the future"),
+        ] {
+            let e = parse_deadline(text).unwrap_err();
+            assert!(e.contains(says), "{text}: {e}");
+        }
+        let e = parse(&["--study-trials", "0"]).unwrap_err();
+        assert!(e.contains("0 trials is done before it starts"), "{e}");
+        // A joining node takes the study's budget; it does not set one.
+        let e = parse(&["--join", "--study-trials", "5"]).unwrap_err();
+        assert!(e.contains("--study-trials"), "{e}");
+        let e = parse(&["--join", "--create"]).unwrap_err();
+        assert!(e.contains("--create"), "{e}");
     }
 
     #[test]

@@ -11,8 +11,8 @@ mod runner;
 mod summary;
 
 pub use self::args::{
-    parse_params, parse_sampler, parse_size, Jobs, Params, SamplerArg, StudyArgs, WorkerLaunch,
-    SAMPLER_NAMES,
+    parse_deadline, parse_params, parse_sampler, parse_size, parse_study_trials, Jobs, Params,
+    SamplerArg, StudyArgs, WorkerLaunch, SAMPLER_NAMES,
 };
 pub use self::runner::{
     check_enqueued, cpu_cores, cpu_share, trial_line, Finished, StudyRunner, SPACE_ATTR,

@@ -12,7 +12,7 @@ use crate::progress::Bar;
 use crate::sampler::{SamplerConfig, TpeConfig};
 use crate::signals::{self, StopSignal};
 use crate::storage::{redact, storage_from_url};
-use crate::study::{Heartbeat, RetryPolicy};
+use crate::study::{Heartbeat, RetryPolicy, StudyBudget, Tally};
 use crate::{
     Direction, Error, FrozenTrial, IntoTrialResult, Optimize, Result, SearchSpace, Study,
     StudyBuilder, Tracker, Trial, TrialState,
@@ -319,6 +319,12 @@ impl<'a> StudyRunner<'a> {
                      here; add `--jobs auto` or `--jobs N`",
                 );
             }
+            if self.args.all_gpus {
+                return usage(
+                    "--all-gpus spreads worker processes over the node's GPUs, but trials run \
+                     in this process here; add `--jobs auto` or `--jobs N`",
+                );
+            }
         } else if self.workers.is_none() {
             return usage(
                 "this experiment runs its trials in this process only (it gives no memory \
@@ -352,6 +358,15 @@ impl<'a> StudyRunner<'a> {
     /// action would, without returning: what `main` does after the study is
     /// not done for a study that was stopped. A second Ctrl-C ends the
     /// process at once.
+    ///
+    /// On a scheduler (the book's "A study on a Slurm cluster"): with
+    /// `--create` it creates the study, records its budget
+    /// (`--study-trials`, `--deadline`) and warm start, and returns without
+    /// running a trial; with `--join` it runs the existing study until its
+    /// recorded budget is reached across every process, the experiment's
+    /// own `default_trials` and `default_timeout` left out, and returns.
+    /// A caller that goes on after `run` (a final training, a report) should
+    /// do so only where it makes sense once per study, not once per node.
     pub fn run<F, R>(mut self, objective: F) -> Result<Finished>
     where
         F: Fn(&mut Trial) -> R + Sync,
@@ -361,12 +376,39 @@ impl<'a> StudyRunner<'a> {
         executor::worker_main_with(&objective, &self.trackers)?;
         signals::install()?;
         let jobs = self.jobs()?;
-        let trials = self.args.trials.or(self.trials);
-        let timeout = self.args.timeout.map(Duration::from_secs).or(self.timeout);
         let (study, earlier) = self.open(jobs)?;
-        self.enqueue(&study, earlier)?;
+        let budget = self.study_budget(&study)?;
+        if !self.args.join {
+            self.enqueue(&study, earlier)?;
+        }
+        if self.args.create {
+            return self.created(study, jobs, budget);
+        }
+        // Under a study budget the experiment's own defaults for one run
+        // do not cut a node's share short; the flags still do.
+        let (default_trials, default_timeout) = match budget {
+            Some(_) => (None, None),
+            None => (self.trials, self.timeout),
+        };
+        let trials = self.args.trials.or(default_trials);
+        let timeout = self
+            .args
+            .timeout
+            .map(Duration::from_secs)
+            .or(default_timeout);
+        if self.args.join && !self.quiet {
+            println!(
+                "joined study `{}` in {}: {}",
+                study.name(),
+                redact(self.storage_url()),
+                budget_line(budget.as_ref(), &study.tally()?)
+            );
+        }
 
         let mut opts = Optimize::new();
+        if let Some(b) = budget {
+            opts = opts.study_budget(b);
+        }
         if let Some(n) = trials {
             opts = opts.trials(n);
         }
@@ -433,12 +475,23 @@ impl<'a> StudyRunner<'a> {
     /// The study, created or resumed, and how many trials earlier runs left
     /// in it. Trials an earlier run left RUNNING are reaped now where
     /// heartbeats can tell, and the resume line says what becomes of them.
+    /// With `--join` the study must exist.
     fn open(&mut self, jobs: Jobs) -> Result<(Study, usize)> {
         let url = self.storage_url().to_owned();
         let sampler = self.sampler_config()?.init()?;
+        let storage = storage_from_url(&url)?;
+        if self.args.join && storage.find_study(self.study_name())?.is_none() {
+            return Err(Error::InvalidConfig(format!(
+                "there is no study `{}` in {} to join: `--join` runs a study created \
+                 beforehand with `--create` (deploy/slurm/create-study.sh); check `--study` \
+                 and `--storage`",
+                self.study_name(),
+                redact(&url)
+            )));
+        }
         let mut builder = Study::builder()
             .name(self.study_name())
-            .storage(storage_from_url(&url)?)
+            .storage(storage)
             .directions(self.directions.clone())
             .sampler(sampler)
             .load_if_exists(true);
@@ -447,6 +500,12 @@ impl<'a> StudyRunner<'a> {
             // without a word is failed after the grace period, never left
             // RUNNING.
             builder = builder.heartbeat(Duration::from_secs(5), Duration::from_secs(60));
+        }
+        if self.args.join && jobs != Jobs::InProcess {
+            // A node killed mid-trial (SIGKILL after the scheduler's
+            // KillWait, a lost machine) leaves its trial to the others,
+            // which find it by its heartbeats.
+            builder = builder.retry(RetryPolicy { max_retries: 2 });
         }
         for t in &self.trackers {
             builder = builder.tracker(Arc::clone(t));
@@ -479,6 +538,47 @@ impl<'a> StudyRunner<'a> {
         Ok((study, earlier))
     }
 
+    /// The study's budget across processes: the one recorded in it, with
+    /// `--study-trials` and `--deadline` recorded over it. A study joined
+    /// with `--join` must have one.
+    fn study_budget(&self, study: &Study) -> Result<Option<StudyBudget>> {
+        let recorded = study.budget()?;
+        if self.args.join && recorded.is_none_or(|b| b.is_unlimited()) {
+            return Err(Error::InvalidConfig(format!(
+                "study `{}` has no budget, so the nodes that join it would run until the \
+                 scheduler stops them; create it with `--create --study-trials N` (or \
+                 `--deadline TIME`)",
+                study.name()
+            )));
+        }
+        let mut budget = recorded.unwrap_or_default();
+        if self.args.study_trials.is_some() || self.args.deadline.is_some() {
+            budget.n_trials = self.args.study_trials.or(budget.n_trials);
+            budget.deadline = self.args.deadline.or(budget.deadline);
+            study.set_budget(&budget)?;
+        }
+        Ok((!budget.is_unlimited()).then_some(budget))
+    }
+
+    /// `--create`: the study is ready for the nodes that join it.
+    fn created(&self, study: Study, jobs: Jobs, budget: Option<StudyBudget>) -> Result<Finished> {
+        let trials = study.trials()?;
+        if !self.quiet {
+            println!(
+                "study `{}` in {} is ready for `--join`: {}",
+                study.name(),
+                redact(self.storage_url()),
+                budget_line(budget.as_ref(), &Tally::of(&trials))
+            );
+        }
+        let on_device = self.workers.as_ref().is_some_and(|(_, m)| !m.is_host());
+        Ok(Finished {
+            summary: Summary::after_run(&trials, on_device),
+            study,
+            jobs,
+        })
+    }
+
     /// The trackers `--mlflow` (or `MLFLOW_TRACKING_URI`) asks for.
     #[cfg(feature = "mlflow")]
     fn tracking(&self) -> Result<Vec<Arc<dyn Tracker>>> {
@@ -497,7 +597,8 @@ impl<'a> StudyRunner<'a> {
     fn tracking(&self) -> Result<Vec<Arc<dyn Tracker>>> {
         match &self.args.mlflow {
             Some(url) => Err(Error::InvalidConfig(format!(
-                "--mlflow {}: this program was built without hpo's `mlflow` feature;                  build it with `--features hpo/mlflow` (or `--features mlflow` in hpo itself)",
+                "--mlflow {}: this program was built without hpo's `mlflow` feature; \
+                 build it with `--features hpo/mlflow` (or `--features mlflow` in hpo itself)",
                 redact(url)
             ))),
             None => Ok(Vec::new()),
@@ -579,10 +680,16 @@ impl<'a> StudyRunner<'a> {
                 "no memory estimate for worker processes".into(),
             ));
         };
-        let mut config = memory.apply(
-            ProcessConfig::new(self.storage_url(), Arc::clone(estimator)),
-            self.args.memory_budget,
-        )?;
+        let config = ProcessConfig::new(self.storage_url(), Arc::clone(estimator));
+        let mut config = if self.args.all_gpus {
+            let gpus = executor::node_gpus()?;
+            if !self.quiet {
+                println!("worker processes on this node's GPUs: {}", gpus.join(", "));
+            }
+            memory.apply_on_gpus(config, self.args.memory_budget, &gpus)?
+        } else {
+            memory.apply(config, self.args.memory_budget)?
+        };
         if let Jobs::Workers(n) = jobs {
             config = config.max_workers(n);
             if memory.is_host() {
@@ -651,6 +758,31 @@ fn stopped_line(signal: StopSignal) -> String {
          as interrupted, their configurations waiting for the study's next run; exit status {}",
         signal.exit_code()
     )
+}
+
+/// What a study's budget is and how far it has come.
+fn budget_line(budget: Option<&StudyBudget>, tally: &Tally) -> String {
+    let mut parts = Vec::new();
+    match budget.and_then(|b| b.n_trials) {
+        Some(n) => parts.push(format!(
+            "{} of its {n} trials done (COMPLETE or PRUNED)",
+            tally.counted
+        )),
+        None => parts.push(format!("{} trials done, no trial budget", tally.counted)),
+    }
+    if let Some(d) = budget.and_then(|b| b.deadline) {
+        parts.push(format!(
+            "no trial starts after {}",
+            d.format("%Y-%m-%d %H:%M:%S UTC")
+        ));
+    }
+    if tally.running > 0 {
+        parts.push(format!("{} running", tally.running));
+    }
+    if tally.waiting > 0 {
+        parts.push(format!("{} waiting", tally.waiting));
+    }
+    parts.join(", ")
 }
 
 /// What the resume line adds about the `running` trials an earlier run left

@@ -511,3 +511,155 @@ fn ctrl_c_stops_a_study_with_worker_processes_cleanly() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn nodes_join_a_created_study_and_stop_together_at_its_budget() {
+    let (db, url) = temp_db("join", std::process::id());
+    let _ = std::fs::remove_file(&db);
+    let err = |argv: &[&str]| {
+        runner(&args(argv))
+            .run(objective)
+            .err()
+            .unwrap()
+            .to_string()
+    };
+    // Joining a study nobody created is refused, and creates nothing.
+    let e = err(&["--storage", &url, "--join"]);
+    assert!(e.contains("there is no study `quadratic`"), "{e}");
+    assert!(
+        e.contains("`--join` runs a study created beforehand"),
+        "{e}"
+    );
+    // A study without a budget cannot be joined: its nodes would never stop.
+    let plain = args(&["--storage", &url, "--create"]);
+    runner(&plain).run(objective).unwrap();
+    let e = err(&["--storage", &url, "--join"]);
+    assert!(e.contains("has no budget"), "{e}");
+    // --create records the budget and the warm start, and runs nothing.
+    let create = args(&["--storage", &url, "--create", "--study-trials", "9"]);
+    let warm = vec![("x".to_owned(), ParamValue::from(1.0))];
+    let done = runner(&create)
+        .warm_start(warm.clone())
+        .run(objective)
+        .unwrap();
+    assert_eq!(done.summary.trials, 1, "the warm start waits");
+    assert_eq!(
+        done.study.budget().unwrap(),
+        Some(hpo::StudyBudget::trials(9))
+    );
+    // Three nodes join at once; the experiment's default of 6 trials per
+    // run does not cut any short, and the warm start is not enqueued again.
+    std::thread::scope(|s| {
+        for _ in 0..3 {
+            let (url, warm) = (url.clone(), warm.clone());
+            s.spawn(move || {
+                let join = args(&["--storage", &url, "--join", "--sampler", "random"]);
+                runner(&join)
+                    .warm_start(warm.clone())
+                    .run(objective)
+                    .unwrap();
+            });
+        }
+    });
+    let trials = quadratic(&url).trials().unwrap();
+    let complete = trials
+        .iter()
+        .filter(|t| t.state == TrialState::Complete)
+        .count();
+    assert_eq!(complete, 9, "{trials:?}");
+    assert_eq!(
+        trials
+            .iter()
+            .filter(|t| t.params().get("x") == Some(&ParamValue::from(1.0)))
+            .count(),
+        1
+    );
+    let _ = std::fs::remove_dir_all(db.parent().unwrap());
+}
+
+/// A study of `flags` on worker processes of this test binary (on
+/// `budget_worker_entry`).
+fn run_on_workers(flags: &[&str]) -> hpo::cli::Finished {
+    let a = args(flags);
+    runner(&a)
+        .workers(Arc::new(Estimator), Memory::Host)
+        .processes_with(|c| {
+            c.worker_args([
+                "runner::budget_worker_entry",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+        })
+        .run(objective)
+        .unwrap()
+}
+
+#[test]
+#[ignore = "run by the study-budget tests as a worker process"]
+fn budget_worker_entry() {
+    assert!(executor::is_worker(), "only a worker process runs this");
+    let a = args(&[]);
+    runner(&a)
+        .workers(Arc::new(Estimator), Memory::Host)
+        .run(objective)
+        .unwrap();
+    panic!("a worker exits once its trial is stored");
+}
+
+#[test]
+fn worker_processes_stop_at_the_study_budget() {
+    let (db, url) = temp_db("budget-workers", std::process::id());
+    let _ = std::fs::remove_file(&db);
+    // The coordinator's budget, not the experiment's default of 6 trials.
+    let done = run_on_workers(&[
+        "--storage",
+        &url,
+        "--jobs",
+        "2",
+        "--memory-budget",
+        "1GiB",
+        "--study-trials",
+        "5",
+    ]);
+    assert_eq!(
+        done.summary.states.get("complete"),
+        Some(&5),
+        "{:?}",
+        done.summary
+    );
+    assert_eq!(done.study.trials().unwrap().len(), 5);
+    assert_eq!(
+        done.study.budget().unwrap(),
+        Some(hpo::StudyBudget::trials(5))
+    );
+    let _ = std::fs::remove_dir_all(db.parent().unwrap());
+}
+
+#[test]
+fn worker_processes_start_nothing_after_the_study_deadline() {
+    let (db, url) = temp_db("deadline-workers", std::process::id());
+    let _ = std::fs::remove_file(&db);
+    let t0 = std::time::Instant::now();
+    // No trial budget: the deadline, two seconds away, ends the study.
+    let done = run_on_workers(&[
+        "--storage",
+        &url,
+        "--jobs",
+        "2",
+        "--memory-budget",
+        "1GiB",
+        "--deadline",
+        "+2s",
+    ]);
+    assert!(t0.elapsed() < std::time::Duration::from_secs(30));
+    let deadline = done.study.budget().unwrap().unwrap().deadline.unwrap();
+    let trials = done.study.trials().unwrap();
+    assert!(trials.len() > 6, "more than the experiment's default ran");
+    for t in trials.iter().filter(|t| t.state == TrialState::Complete) {
+        assert!(t.datetime_start.unwrap() <= deadline, "{t:?}");
+    }
+    assert!(trials.iter().all(|t| t.state != TrialState::Running));
+    let _ = std::fs::remove_dir_all(db.parent().unwrap());
+}

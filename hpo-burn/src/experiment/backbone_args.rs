@@ -30,10 +30,10 @@ use std::sync::Arc;
 /// ```
 #[derive(clap::Args, Debug, Clone, PartialEq)]
 pub struct BackboneArgs {
-    /// A local Hugging Face BERT checkpoint folder (config.json, vocab.txt
-    /// or tokenizer.json, model.safetensors) instead of the fetched
-    /// all-MiniLM-L6-v2. Give it twice for two backbones: the one with more
-    /// parameters is the heavy one.
+    /// A local Hugging Face BERT, RoBERTa or DeBERTa-v3 checkpoint folder
+    /// (config.json, tokenizer.json or vocab.txt, model.safetensors)
+    /// instead of the fetched all-MiniLM-L6-v2. Give it twice for two
+    /// backbones: the one with more parameters is the heavy one.
     #[arg(long)]
     pub pretrained: Vec<PathBuf>,
     /// With one checkpoint, the light backbone is its first this-many
@@ -86,7 +86,7 @@ impl BackboneArgs {
             let checkpoints = checkpoints(&self.pretrained).map_err(|e| {
                 Error::Data(format!(
                     "no pretrained checkpoint: {e}; fix that, or pass `--pretrained DIR` (a \
-                     local BERT checkpoint folder), or `--from-scratch`"
+                     local BERT, RoBERTa or DeBERTa-v3 checkpoint folder), or `--from-scratch`"
                 ))
             })?;
             let (light, heavy) = light_and_heavy(&checkpoints, self.light_layers, classes)?;

@@ -52,7 +52,7 @@ impl Lengths {
         let cap = task
             .checkpoint
             .as_ref()
-            .map_or(FROM_SCRATCH_CAP, |c| c.config.max_position_embeddings);
+            .map_or(FROM_SCRATCH_CAP, |c| c.max_len());
         Self::of(task, percentiles, cap)
     }
 

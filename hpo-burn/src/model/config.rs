@@ -109,6 +109,36 @@ pub enum Pooling {
     Mean,
 }
 
+/// DeBERTa's disentangled attention: each layer's scores gain a
+/// content-to-position and a position-to-content term from shared relative
+/// position embeddings (`2 · span` rows), projected by the layer's own query
+/// and key projections (DeBERTa-v3's `share_att_key`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Relative {
+    /// Log-bucketed distances (`position_buckets`): the span is this many
+    /// buckets; 0 for raw distances, whose span is `max_distance`.
+    pub buckets: usize,
+    /// The largest distance the buckets cover (`max_relative_positions`).
+    pub max_distance: usize,
+    /// A layer norm over the relative embeddings (`norm_rel_ebd`).
+    pub norm: bool,
+}
+
+impl Relative {
+    /// Relative embeddings on each side of distance 0.
+    pub fn span(&self) -> usize {
+        if self.buckets > 0 {
+            self.buckets
+        } else {
+            self.max_distance
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
 /// Everything needed to build a [`BertClassifier`](super::BertClassifier).
 ///
 /// Built from a [`Preset`] or explicit dimensions, then adjusted with the
@@ -118,8 +148,13 @@ pub enum Pooling {
 pub struct ModelConfig {
     /// Token vocabulary size.
     pub vocab_size: usize,
-    /// Longest sequence the position embeddings cover.
+    /// Position embeddings (rows of the table).
     pub max_position: usize,
+    /// The first position id: 0, or RoBERTa's `pad_token_id + 1` (see
+    /// [`crate::family::Family`]); the longest sequence is
+    /// [`max_len`](Self::max_len).
+    #[serde(default)]
+    pub position_offset: usize,
     /// Number of segment (token type) ids; 2 for (criterion, text) pairs.
     pub type_vocab_size: usize,
     /// Encoder layers.
@@ -145,6 +180,17 @@ pub struct ModelConfig {
     /// Pooling before the pooler's dense layer.
     #[serde(default)]
     pub pooling: Pooling,
+    /// Absolute position embeddings added to the tokens' (BERT, RoBERTa;
+    /// not DeBERTa-v3, whose positions are only relative).
+    #[serde(default = "yes")]
+    pub absolute_positions: bool,
+    /// DeBERTa's disentangled attention, if any.
+    #[serde(default)]
+    pub relative: Option<Relative>,
+    /// The pooler's activation is the exact GELU (DeBERTa's context
+    /// pooler) instead of `tanh` (BERT, RoBERTa).
+    #[serde(default)]
+    pub pooler_gelu: bool,
 }
 
 impl ModelConfig {
@@ -160,6 +206,7 @@ impl ModelConfig {
         ModelConfig {
             vocab_size,
             max_position: 512,
+            position_offset: 0,
             type_vocab_size: 2,
             layers,
             hidden,
@@ -172,7 +219,16 @@ impl ModelConfig {
             head_dropout: 0.1,
             num_classes,
             pooling: Pooling::Cls,
+            absolute_positions: true,
+            relative: None,
+            pooler_gelu: false,
         }
+    }
+
+    /// The longest sequence the model takes: its positions from
+    /// `position_offset` on.
+    pub fn max_len(&self) -> usize {
+        self.max_position.saturating_sub(self.position_offset)
     }
 
     /// Sets the pooling.
@@ -215,7 +271,16 @@ impl ModelConfig {
     /// Number of trainable parameters (exact for this architecture).
     pub fn num_params(&self) -> usize {
         let h = self.hidden;
-        let embeddings = (self.vocab_size + self.max_position + self.type_vocab_size) * h + 2 * h;
+        let positions = if self.absolute_positions {
+            self.max_position
+        } else {
+            0
+        };
+        let relative = self
+            .relative
+            .map_or(0, |r| 2 * r.span() * h + if r.norm { 2 * h } else { 0 });
+        let embeddings =
+            (self.vocab_size + positions + self.type_vocab_size) * h + 2 * h + relative;
         let layer = 4 * (h * h + h)
             + (h * self.intermediate + self.intermediate)
             + (self.intermediate * h + h)
@@ -237,7 +302,6 @@ impl ModelConfig {
         for (name, v) in [
             ("vocab_size", self.vocab_size),
             ("max_position", self.max_position),
-            ("type_vocab_size", self.type_vocab_size),
             ("layers", self.layers),
             ("hidden", self.hidden),
             ("heads", self.heads),
@@ -253,6 +317,11 @@ impl ModelConfig {
                 "hidden {} is not divisible by heads {}",
                 self.hidden, self.heads
             ));
+        }
+        if let Some(r) = self.relative {
+            if r.span() == 0 {
+                problems.push("relative attention needs buckets or a max_distance".into());
+            }
         }
         if self.head_layers > 0 && self.head_width == 0 {
             problems.push("head_width must be positive when head_layers > 0".into());

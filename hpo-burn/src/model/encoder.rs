@@ -20,12 +20,13 @@
 //! attention also applies its dropout to the scores before the softmax;
 //! BERT applies it to the probabilities, as here.)
 
+use super::config::Relative;
 use super::cpu_ops::{attention_probs, gelu, layer_norm, linear, merge_heads, split_heads};
 use super::Dropout;
 use burn::module::Module;
-use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::tensor::backend::Backend;
-use burn::tensor::{Bool, Tensor};
+use burn::tensor::{Bool, Int, Tensor, TensorData};
 
 /// Sizes of an [`Encoder`].
 #[derive(Debug, Clone, Copy)]
@@ -42,6 +43,8 @@ pub struct EncoderConfig {
     pub dropout: f64,
     /// Layer norm epsilon.
     pub layer_norm_eps: f64,
+    /// DeBERTa's disentangled attention, if any.
+    pub relative: Option<Relative>,
 }
 
 impl EncoderConfig {
@@ -75,7 +78,14 @@ impl EncoderConfig {
                 dropout: dropout(),
             })
             .collect();
-        Encoder { layers }
+        let relative = self.relative.map(|r| RelativePositions {
+            embeddings: EmbeddingConfig::new(2 * r.span(), self.width).init(device),
+            norm: r.norm.then(norm),
+            norm_eps: self.layer_norm_eps,
+            buckets: r.buckets,
+            max_distance: r.max_distance,
+        });
+        Encoder { layers, relative }
     }
 }
 
@@ -85,6 +95,108 @@ impl EncoderConfig {
 pub struct Encoder<B: Backend> {
     /// The layers, first to last.
     pub layers: Vec<EncoderLayer<B>>,
+    /// DeBERTa's relative position embeddings, shared by every layer.
+    pub relative: Option<RelativePositions<B>>,
+}
+
+/// DeBERTa's relative positions: embeddings of (log-bucketed) distances
+/// between a query and a key, shared by every layer, which projects them
+/// with its own query and key projections (`share_att_key`).
+#[derive(Module, Debug)]
+pub struct RelativePositions<B: Backend> {
+    /// `[2 · span, width]`: distances `-span..span`.
+    pub embeddings: Embedding<B>,
+    /// Layer norm over the embeddings (`norm_rel_ebd = "layer_norm"`).
+    pub norm: Option<LayerNorm<B>>,
+    /// The norm's epsilon.
+    pub norm_eps: f64,
+    /// Log buckets (0: raw distances).
+    pub buckets: usize,
+    /// The largest distance the buckets cover.
+    pub max_distance: usize,
+}
+
+impl<B: Backend> RelativePositions<B> {
+    fn span(&self) -> usize {
+        Relative {
+            buckets: self.buckets,
+            max_distance: self.max_distance,
+            norm: false,
+        }
+        .span()
+    }
+
+    /// The (normed) embeddings and, for a sequence of `len`, the row of
+    /// them each (query, key) pair reads, as gather indices `[batch,
+    /// heads, len, len]` for content-to-position and, transposed, for
+    /// position-to-content.
+    fn prepare(&self, batch: usize, heads: usize, len: usize) -> RelativeInputs<B> {
+        let weight = self.embeddings.weight.val();
+        let device = weight.device();
+        let table = match &self.norm {
+            Some(norm) => layer_norm(norm, self.norm_eps, weight),
+            None => weight,
+        };
+        let span = self.span();
+        let index = relative_index(len, self.buckets, self.max_distance, span);
+        let transposed: Vec<i64> = (0..len * len)
+            .map(|t| index[(t % len) * len + t / len])
+            .collect();
+        let gather = |v: Vec<i64>| {
+            Tensor::<B, 2, Int>::from_data(TensorData::new(v, [len, len]), &device)
+                .reshape([1, 1, len, len])
+                .repeat_dim(0, batch)
+                .repeat_dim(1, heads)
+        };
+        RelativeInputs {
+            table,
+            c2p: gather(index),
+            p2c: gather(transposed),
+        }
+    }
+}
+
+/// What every layer's disentangled attention reads: the relative
+/// embeddings and the gather indices of [`RelativePositions::prepare`].
+#[derive(Debug, Clone)]
+struct RelativeInputs<B: Backend> {
+    table: Tensor<B, 2>,
+    c2p: Tensor<B, 4, Int>,
+    p2c: Tensor<B, 4, Int>,
+}
+
+/// DeBERTa's relative position of query `i` and key `j` as a row of the
+/// `2 · span` embeddings: `bucket(i - j) + span`, clamped to the table.
+/// Distances below half the buckets are kept; longer ones are bucketed on
+/// a log scale up to `max_distance` (transformers' `make_log_bucket_position`,
+/// computed in `f32` as there).
+pub fn relative_index(len: usize, buckets: usize, max_distance: usize, span: usize) -> Vec<i64> {
+    let bucket = |rel: i64| -> i64 {
+        if buckets == 0 {
+            return rel;
+        }
+        let mid = (buckets / 2) as i64;
+        let abs = if rel < mid && rel > -mid {
+            mid - 1
+        } else {
+            rel.abs()
+        };
+        if abs <= mid {
+            return rel;
+        }
+        let (midf, absf) = (mid as f32, abs as f32);
+        let ratio = ((max_distance as f32 - 1.0) / midf).ln();
+        let log_pos = ((absf / midf).ln() / ratio * (midf - 1.0)).ceil() + midf;
+        log_pos as i64 * rel.signum()
+    };
+    let top = 2 * span as i64 - 1;
+    let mut index = Vec::with_capacity(len * len);
+    for i in 0..len as i64 {
+        for j in 0..len as i64 {
+            index.push((bucket(i - j) + span as i64).clamp(0, top));
+        }
+    }
+    index
 }
 
 /// One encoder layer: self-attention and feed-forward, each followed by a
@@ -140,9 +252,11 @@ impl<B: Backend> Encoder<B> {
         let [batch, len, width] = x.dims();
         let shape = Shape { batch, len };
         let mask = mask_pad.reshape([batch, 1, 1, len]);
+        let heads = self.layers.first().map_or(1, |l| l.mha.n_heads);
+        let relative = self.relative.as_ref().map(|r| r.prepare(batch, heads, len));
         let mut h = x.reshape([batch * len, width]);
         for layer in &self.layers {
-            h = layer.forward(h, shape, mask.clone());
+            h = layer.forward(h, shape, mask.clone(), relative.as_ref());
         }
         h.reshape([batch, len, width])
     }
@@ -156,8 +270,19 @@ struct Shape {
 }
 
 impl<B: Backend> EncoderLayer<B> {
-    fn forward(&self, h: Tensor<B, 2>, shape: Shape, mask: Tensor<B, 4, Bool>) -> Tensor<B, 2> {
-        let attended = self.mha.forward(h.clone(), shape, mask);
+    fn forward(
+        &self,
+        h: Tensor<B, 2>,
+        shape: Shape,
+        mask: Tensor<B, 4, Bool>,
+        relative: Option<&RelativeInputs<B>>,
+    ) -> Tensor<B, 2> {
+        // DeBERTa drops out the relative embeddings in every layer.
+        let relative = relative.map(|r| RelativeInputs {
+            table: self.dropout.forward(r.table.clone()),
+            ..r.clone()
+        });
+        let attended = self.mha.forward(h.clone(), shape, mask, relative);
         let h = layer_norm(
             &self.norm_1,
             self.norm_eps,
@@ -169,7 +294,13 @@ impl<B: Backend> EncoderLayer<B> {
 }
 
 impl<B: Backend> SelfAttention<B> {
-    fn forward(&self, h: Tensor<B, 2>, shape: Shape, mask: Tensor<B, 4, Bool>) -> Tensor<B, 2> {
+    fn forward(
+        &self,
+        h: Tensor<B, 2>,
+        shape: Shape,
+        mask: Tensor<B, 4, Bool>,
+        relative: Option<RelativeInputs<B>>,
+    ) -> Tensor<B, 2> {
         let width = h.dims()[1];
         let Shape { batch, len } = shape;
         let d_k = width / self.n_heads;
@@ -177,10 +308,25 @@ impl<B: Backend> SelfAttention<B> {
         let q = heads(linear(&self.query, h.clone()));
         let k = heads(linear(&self.key, h.clone()));
         let v = heads(linear(&self.value, h));
-        let scores = q.matmul(k.swap_dims(2, 3));
-        let probs = self
-            .dropout
-            .forward(attention_probs(scores, mask, (d_k as f32).sqrt()));
+        let mut scores = q.clone().matmul(k.clone().swap_dims(2, 3));
+        let mut divisor = (d_k as f32).sqrt();
+        if let Some(r) = relative {
+            // Disentangled attention: content-to-position `q_i · pk_(i,j)`
+            // and position-to-content `k_j · pq_(i,j)`, the positions'
+            // keys and queries projected by this layer's own projections,
+            // all three terms scaled by sqrt(3 d_k).
+            let rows = r.table.dims()[0];
+            let positions = |layer: &Linear<B>| {
+                // `[1, heads, d, rows]`: broadcast over the batch by the
+                // product, not copied for every sequence.
+                split_heads(linear(layer, r.table.clone()), 1, rows, self.n_heads).swap_dims(2, 3)
+            };
+            let c2p = q.matmul(positions(&self.key)).gather(3, r.c2p);
+            let p2c = k.matmul(positions(&self.query)).gather(3, r.p2c);
+            scores = scores + c2p + p2c.swap_dims(2, 3);
+            divisor = (3.0 * d_k as f32).sqrt();
+        }
+        let probs = self.dropout.forward(attention_probs(scores, mask, divisor));
         let context = merge_heads(probs.matmul(v));
         linear(&self.output, context)
     }
@@ -242,6 +388,7 @@ mod tests {
             layers,
             dropout: 0.0,
             layer_norm_eps: 1e-5,
+            relative: None,
         }
         .init::<B>(&device)
         .load_record(same_weights(burn_encoder));
@@ -281,6 +428,7 @@ mod tests {
                     dropout: EmptyRecord,
                 })
                 .collect(),
+            relative: None,
         }
     }
 }

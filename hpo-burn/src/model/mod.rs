@@ -13,9 +13,11 @@ pub mod device_ops;
 mod dropout;
 mod encoder;
 
-pub use self::config::{ModelConfig, Pooling, Preset};
+pub use self::config::{ModelConfig, Pooling, Preset, Relative};
 pub use self::dropout::Dropout;
-pub use self::encoder::{Encoder, EncoderConfig, EncoderLayer, FeedForward, SelfAttention};
+pub use self::encoder::{
+    Encoder, EncoderConfig, EncoderLayer, FeedForward, RelativePositions, SelfAttention,
+};
 
 use self::cpu_ops::gelu;
 use self::cpu_ops::{embed, layer_norm};
@@ -31,23 +33,30 @@ use burn::tensor::{Bool, Int, Tensor};
 pub struct Embeddings<B: Backend> {
     /// Token embeddings `[vocab, hidden]`.
     pub token: Embedding<B>,
-    /// Position embeddings `[max_position, hidden]`.
-    pub position: Embedding<B>,
-    /// Segment (token type) embeddings `[type_vocab, hidden]`.
-    pub segment: Embedding<B>,
+    /// Position embeddings `[max_position, hidden]` (none in DeBERTa-v3,
+    /// whose positions are relative, in the encoder).
+    pub position: Option<Embedding<B>>,
+    /// Segment (token type) embeddings `[type_vocab, hidden]` (none when
+    /// `type_vocab_size` is 0, as in DeBERTa-v3).
+    pub segment: Option<Embedding<B>>,
     /// Layer norm over the sum.
     pub norm: LayerNorm<B>,
     /// The norm's epsilon (burn's `LayerNorm` keeps its own private).
     pub norm_eps: f64,
+    /// The first position id (RoBERTa's start after its padding id).
+    pub position_offset: usize,
     /// Dropout after the norm.
     pub dropout: Dropout,
 }
 
-/// The BERT pooler: `tanh(dense(h_CLS))`.
+/// The pooler: `tanh(dense(h_CLS))` (BERT; RoBERTa's head begins the
+/// same), or `gelu(dense(h_CLS))` (DeBERTa's context pooler).
 #[derive(Module, Debug)]
 pub struct Pooler<B: Backend> {
     /// `[hidden, hidden]`.
     pub dense: Linear<B>,
+    /// GELU instead of `tanh`.
+    pub gelu: bool,
 }
 
 /// Classification head: hidden layers (GELU) with dropout, then the output layer.
@@ -89,12 +98,16 @@ impl ModelConfig {
         let h = self.hidden;
         let embeddings = Embeddings {
             token: EmbeddingConfig::new(self.vocab_size, h).init(device),
-            position: EmbeddingConfig::new(self.max_position, h).init(device),
-            segment: EmbeddingConfig::new(self.type_vocab_size, h).init(device),
+            position: self
+                .absolute_positions
+                .then(|| EmbeddingConfig::new(self.max_position, h).init(device)),
+            segment: (self.type_vocab_size > 0)
+                .then(|| EmbeddingConfig::new(self.type_vocab_size, h).init(device)),
             norm: LayerNormConfig::new(h)
                 .with_epsilon(self.layer_norm_eps)
                 .init(device),
             norm_eps: self.layer_norm_eps,
+            position_offset: self.position_offset,
             dropout: Dropout::new(self.dropout),
         };
         let encoder = EncoderConfig {
@@ -104,6 +117,7 @@ impl ModelConfig {
             layers: self.layers,
             dropout: self.dropout,
             layer_norm_eps: self.layer_norm_eps,
+            relative: self.relative,
         }
         .init(device);
         let mut hidden = Vec::with_capacity(self.head_layers);
@@ -122,6 +136,7 @@ impl ModelConfig {
             encoder,
             pooler: Pooler {
                 dense: LinearConfig::new(h, h).init(device),
+                gelu: self.pooler_gelu,
             },
             head,
             max_position: self.max_position,
@@ -131,11 +146,19 @@ impl ModelConfig {
 }
 
 impl<B: Backend> BertClassifier<B> {
+    /// The longest sequence the model takes: its positions less the first
+    /// position id (RoBERTa's offset).
+    pub fn max_len(&self) -> usize {
+        self.max_position
+            .saturating_sub(self.embeddings.position_offset)
+    }
+
     /// The encoder's last hidden states `[batch, len, hidden]` (HuggingFace's
     /// `last_hidden_state`).
     ///
     /// `input_ids` and `segment_ids` are `[batch, len]`; `mask_pad` is true at
     /// padding positions. `len` must not exceed the model's `max_position`
+    /// less its `position_offset`
     /// (the batcher truncates to it).
     pub fn encode(
         &self,
@@ -144,7 +167,28 @@ impl<B: Backend> BertClassifier<B> {
         mask_pad: Tensor<B, 2, Bool>,
     ) -> Tensor<B, 3> {
         let e = &self.embeddings;
-        let x = embed(&e.token, &e.position, &e.segment, input_ids, segment_ids);
+        let offset = e.position_offset;
+        let x = match (&e.position, &e.segment) {
+            (Some(position), Some(segment)) => {
+                embed(&e.token, position, segment, offset, input_ids, segment_ids)
+            }
+            (position, segment) => {
+                let [batch, len] = input_ids.dims();
+                let device = input_ids.device();
+                let mut x = e.token.forward(input_ids);
+                if let Some(position) = position {
+                    let range = offset as i64..(offset + len) as i64;
+                    let ids = Tensor::<B, 1, Int>::arange(range, &device)
+                        .reshape([1, len])
+                        .repeat_dim(0, batch);
+                    x = x + position.forward(ids);
+                }
+                if let Some(segment) = segment {
+                    x = x + segment.forward(segment_ids);
+                }
+                x
+            }
+        };
         let x = e.dropout.forward(layer_norm(&e.norm, e.norm_eps, x));
         self.encoder.forward(x, mask_pad)
     }
@@ -173,7 +217,12 @@ impl<B: Backend> BertClassifier<B> {
         } else {
             x.narrow(1, 0, 1).reshape([batch, hidden])
         };
-        let mut h = tanh(self.pooler.dense.forward(pooled));
+        let dense = self.pooler.dense.forward(pooled);
+        let mut h = if self.pooler.gelu {
+            gelu(dense)
+        } else {
+            tanh(dense)
+        };
         for layer in &self.head.hidden {
             h = gelu(layer.forward(self.head.dropout.forward(h)));
         }

@@ -6,6 +6,7 @@
 
 mod cache;
 mod checkpoint;
+mod families;
 mod minilm;
 mod model;
 mod oom;

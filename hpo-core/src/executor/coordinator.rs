@@ -31,7 +31,7 @@ use crate::pruner::PrunerConfig;
 use crate::sampler::{Sampler, SamplerConfig};
 use crate::signals::{self, StopSignal};
 use crate::study::Trial;
-use crate::study::{DynObjective, Limits, Study, TrialRunner};
+use crate::study::{BudgetStep, BudgetWatch, DynObjective, Limits, Study, TrialRunner};
 use crate::trial::{FailureKind, FrozenTrial, TrialError, TrialState};
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
@@ -409,6 +409,7 @@ fn optimize_processes(
         pruner,
         sampler,
         lookahead: config.lookahead_for(study.sampler().as_ref()),
+        budget: BudgetWatch::new(limits.study_budget),
     };
     c.run(limits)
 }
@@ -428,6 +429,8 @@ struct Coordinator<'a> {
     sampler: Option<SamplerConfig>,
     /// Trials sampled ahead ([`ProcessConfig::lookahead_for`] the study's sampler).
     lookahead: usize,
+    /// The study's budget across processes ([`Limits::study_budget`]).
+    budget: BudgetWatch,
 }
 
 impl Coordinator<'_> {
@@ -444,13 +447,18 @@ impl Coordinator<'_> {
         let mut started = 0usize;
         loop {
             let mut busy = false;
-            // 0. Out of time, asked to stop, or a signal: nothing starts from
+            // 0. Out of time (this call's, or the study's deadline), asked
+            // to stop, or a signal: nothing starts from
             // now on. Trials sampled ahead and still queued are given back
             // (see `give_back_held`), and OOM relaunch copies wait, enqueued,
             // for the study's next run.
             let signals = signals::state();
             let signal = signals.signal();
-            if self.study.stop_requested() || limits.timed_out(t0) || signal.is_some() {
+            if self.study.stop_requested()
+                || limits.timed_out(t0)
+                || signal.is_some()
+                || self.budget.past_deadline()
+            {
                 self.relaunches_pending = 0;
                 if !self.held.is_empty() {
                     self.give_back_held()?;
@@ -466,7 +474,8 @@ impl Coordinator<'_> {
                 let wanted = !self.study.stop_requested()
                     && signal.is_none()
                     && limits.n_trials.is_none_or(|n| started < n)
-                    && !limits.timed_out(t0);
+                    && !limits.timed_out(t0)
+                    && self.budget.step(self.study)? == BudgetStep::Start;
                 if !wanted && self.relaunches_pending == 0 {
                     break;
                 }
@@ -561,9 +570,13 @@ impl Coordinator<'_> {
                 if let Some(signal) = signal {
                     return Err(Error::Interrupted { signal });
                 }
+                // Under a study budget a process with nothing left to run
+                // waits while other processes' trials hold the rest of it:
+                // one of them may fail, and its retry copy must run.
                 if self.study.stop_requested()
                     || limits.n_trials.is_some_and(|n| started >= n)
                     || limits.timed_out(t0)
+                    || self.budget.step(self.study)? == BudgetStep::Done
                 {
                     return Ok(());
                 }
@@ -603,6 +616,12 @@ impl Coordinator<'_> {
     fn ask_one(&mut self) -> Result<bool> {
         let mut trial = self.study.ask()?;
         let relaunch = trial.frozen().system_attrs.contains_key(OOM_RETRIES_ATTR);
+        if let Some(budget) = self.budget.budget() {
+            if !self.study.keep_within(budget, trial.frozen())? {
+                // Other processes took the study's last slots meanwhile.
+                return Ok(relaunch);
+            }
+        }
         match self.config.estimator.propose(&mut trial) {
             Err(e) => {
                 let t = self.study.tell(trial, Err::<f64, _>(e))?;

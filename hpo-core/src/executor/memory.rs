@@ -64,6 +64,36 @@ impl Memory {
         })
     }
 
+    /// `config` with this memory on each of `gpus` (a node's GPUs, as
+    /// [`node_gpus`](super::node_gpus) lists them): one budget per GPU, each
+    /// that of this device (capped at `cap`), the GPUs of one node being
+    /// alike. Trials on the CPU are refused: there is one host.
+    pub fn apply_on_gpus(
+        &self,
+        config: ProcessConfig,
+        cap: Option<u64>,
+        gpus: &[String],
+    ) -> Result<ProcessConfig> {
+        let budget = self.budget(cap)?;
+        match self {
+            Memory::Host => Err(Error::InvalidConfig(
+                "trials run on the CPU here, so there are no GPUs to spread them over; \
+                 leave out `--all-gpus`, or run the experiment on a GPU"
+                    .into(),
+            )),
+            Memory::Device {
+                context, headroom, ..
+            } if !gpus.is_empty() => Ok(config
+                .devices(vec![budget; gpus.len()])
+                .visible_devices(gpus.iter().cloned())
+                .context(*context)
+                .headroom(*headroom)),
+            Memory::Device { .. } => Err(Error::InvalidConfig(
+                "no GPU to run trials on: the node's GPU list is empty".into(),
+            )),
+        }
+    }
+
     /// Whether trials run on the CPU.
     pub fn is_host(&self) -> bool {
         matches!(self, Memory::Host)
@@ -98,5 +128,55 @@ mod tests {
         assert!(e.contains("no memory budget for GPU 3"), "{e}");
         assert_eq!(Memory::Host.budget(Some(GIB)).unwrap(), GIB);
         assert!(Memory::Host.is_host() && !device(None).is_host());
+    }
+
+    #[test]
+    fn a_node_gets_one_budget_per_gpu_each_named_as_the_scheduler_named_it() {
+        let memory = Memory::Device {
+            total: Some(80 * GIB),
+            visible: "2".into(),
+            context: GIB / 2,
+            headroom: GIB / 2,
+        };
+        let gpus = vec!["2".to_owned(), "3".to_owned()];
+        struct Fixed;
+        impl crate::executor::MemoryEstimator for Fixed {
+            fn propose(
+                &self,
+                _trial: &mut crate::study::Trial,
+            ) -> std::result::Result<crate::executor::Shape, crate::TrialError> {
+                Ok(crate::executor::Shape::new(
+                    "f",
+                    crate::executor::Batch::new(1, 1),
+                ))
+            }
+            fn peak_bytes(
+                &self,
+                _params: &std::collections::BTreeMap<String, crate::ParamValue>,
+                _batch: crate::executor::Batch,
+            ) -> u64 {
+                GIB
+            }
+        }
+        let estimator: std::sync::Arc<dyn crate::executor::MemoryEstimator> =
+            std::sync::Arc::new(Fixed);
+        let config = memory
+            .apply_on_gpus(
+                ProcessConfig::new("sqlite:x.db", estimator.clone()),
+                Some(24 * GIB),
+                &gpus,
+            )
+            .unwrap();
+        let shown = format!("{config:?}");
+        assert!(
+            shown.contains(&format!("totals: [{}, {}]", 24 * GIB, 24 * GIB)),
+            "{shown}"
+        );
+        assert!(shown.contains(r#"visible_devices: ["2", "3"]"#), "{shown}");
+        let e = Memory::Host
+            .apply_on_gpus(ProcessConfig::new("sqlite:x.db", estimator), None, &gpus)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no GPUs to spread them over"), "{e}");
     }
 }

@@ -89,6 +89,7 @@ mod failure;
 mod fold;
 mod host;
 mod memory;
+mod node;
 mod relaunch;
 #[cfg(feature = "simulator")]
 pub mod simulated;
@@ -105,6 +106,7 @@ pub use self::devices::{DeviceBudget, DeviceSet};
 pub use self::failure::{classify_text, is_oom_text, FailureText};
 pub use self::host::{cgroup_memory_limit, host_budget};
 pub use self::memory::Memory;
+pub use self::node::{gpus_from, node_gpus};
 pub use self::relaunch::{shrink, shrink_ladder};
 pub use self::worker::{
     batch_of, is_worker, record_peak, worker_main, worker_main_with, WORKER_ENV,

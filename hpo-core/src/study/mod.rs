@@ -1,5 +1,6 @@
 //! Studies: create or resume, ask and tell, optimize, read results.
 
+mod budget;
 mod builder;
 mod heartbeat;
 mod interrupt;
@@ -8,6 +9,8 @@ mod pareto;
 mod tracker;
 mod trial;
 
+pub(crate) use self::budget::BudgetWatch;
+pub use self::budget::{BudgetStep, StudyBudget, Tally, BUDGET_ATTR, OVER_BUDGET_REASON};
 pub use self::builder::StudyBuilder;
 pub use self::heartbeat::{Heartbeat, RetryPolicy};
 pub use self::interrupt::INTERRUPTED_RETRIES;

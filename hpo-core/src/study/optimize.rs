@@ -1,5 +1,6 @@
 //! The optimize loop: sequential or thread-parallel, with a budget and callbacks.
 
+use super::budget::{BudgetStep, StudyBudget, BUDGET_POLL};
 use super::interrupt::{self, Running};
 use super::Trial;
 use super::{Finish, Study};
@@ -41,6 +42,7 @@ pub struct Optimize {
     runner: Option<Arc<dyn TrialRunner>>,
     term_grace: Option<Duration>,
     before_exit: Vec<ExitHook>,
+    study_budget: Option<StudyBudget>,
 }
 
 /// The trial budget of one [`Study::optimize_with`] call, as a
@@ -54,6 +56,9 @@ pub struct Limits {
     /// After SIGTERM, how long running trials may go on before they are
     /// failed as interrupted ([`Optimize::term_grace`]).
     pub term_grace: Duration,
+    /// The budget of the whole study, across processes
+    /// ([`Optimize::study_budget`]).
+    pub study_budget: Option<StudyBudget>,
 }
 
 impl Default for Limits {
@@ -63,6 +68,7 @@ impl Default for Limits {
             n_trials: None,
             timeout: None,
             term_grace: DEFAULT_TERM_GRACE,
+            study_budget: None,
         }
     }
 }
@@ -104,6 +110,7 @@ impl std::fmt::Debug for Optimize {
             .field("runner", &self.runner)
             .field("term_grace", &self.term_grace)
             .field("before_exit", &self.before_exit.len())
+            .field("study_budget", &self.study_budget)
             .finish()
     }
 }
@@ -156,6 +163,19 @@ impl Optimize {
         self
     }
 
+    /// Runs until the *study* has its trials or its deadline has passed,
+    /// counted in storage across every process and machine that runs it
+    /// (see [`StudyBudget`]): trials that ended COMPLETE or PRUNED count,
+    /// FAIL trials and their retry copies do not. A process whose budget is
+    /// taken while other processes' trials still run waits for them (one may
+    /// fail and need its slot again), then returns. Combines with
+    /// [`Optimize::trials`] and [`Optimize::timeout`], which bound this call.
+    /// The budget a study was created with is [`Study::budget`].
+    pub fn study_budget(mut self, budget: StudyBudget) -> Self {
+        self.study_budget = Some(budget);
+        self
+    }
+
     /// Adds a hook run when a signal ends the process from inside
     /// [`Study::optimize_with`]: trials running on this process's threads
     /// cannot be stopped, so once SIGINT or SIGTERM has failed them (see
@@ -187,6 +207,7 @@ impl Study {
             n_trials: opts.n_trials,
             timeout: opts.timeout,
             term_grace: opts.term_grace.unwrap_or(DEFAULT_TERM_GRACE),
+            study_budget: opts.study_budget.filter(|b| !b.is_unlimited()),
         };
         if let Some(runner) = &opts.runner {
             let callback = |study: &Study, trial: &FrozenTrial| {
@@ -210,6 +231,23 @@ impl Study {
                 if self.core.stop.load(Ordering::SeqCst) || !signals::state().admits() {
                     break;
                 }
+                if let Some(budget) = &limits.study_budget {
+                    match self.budget_step(budget) {
+                        Ok(BudgetStep::Start) => {}
+                        Ok(BudgetStep::Done) => break,
+                        Ok(BudgetStep::Wait) => {
+                            std::thread::sleep(BUDGET_POLL);
+                            continue;
+                        }
+                        Err(e) => {
+                            if let Ok(mut slot) = first_error.lock() {
+                                slot.get_or_insert(e);
+                            }
+                            self.stop();
+                            break;
+                        }
+                    }
+                }
                 if let Some(n) = opts.n_trials {
                     if started.fetch_add(1, Ordering::SeqCst) >= n {
                         break;
@@ -218,7 +256,7 @@ impl Study {
                 if limits.timed_out(t0) {
                     break;
                 }
-                match self.run_one(&objective, running.as_ref()) {
+                match self.run_one(&objective, running.as_ref(), limits.study_budget.as_ref()) {
                     Ok(Some(finished)) => {
                         for cb in &opts.callbacks {
                             cb(self, &finished);
@@ -264,11 +302,13 @@ impl Study {
 
     /// Runs one trial; objective failures become FAIL trials, storage errors
     /// are returned. `None` when a signal stopped the study and its watcher
-    /// failed the trial (and told the callbacks).
+    /// failed the trial (and told the callbacks), or when the trial was
+    /// created just as other processes took the last slots of `budget`.
     fn run_one<F, R>(
         &self,
         objective: &F,
         running: Option<&Running>,
+        budget: Option<&StudyBudget>,
     ) -> Result<Option<Arc<FrozenTrial>>>
     where
         F: Fn(&mut Trial) -> R + Sync,
@@ -276,6 +316,11 @@ impl Study {
     {
         let mut trial = self.ask()?;
         let id = trial.id();
+        if let Some(budget) = budget {
+            if !self.keep_within(budget, trial.frozen())? {
+                return Ok(None);
+            }
+        }
         if let Some(signal) = running.map(|r| r.enter(id)).transpose()?.flatten() {
             // Started just as the watcher stopped the others.
             drop(trial);

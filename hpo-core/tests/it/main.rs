@@ -41,5 +41,6 @@ mod sqlite_optuna_reference;
 mod sqlite_processes;
 mod sqlite_read_only;
 mod storage_conformance;
+mod study_budget;
 mod study_cost;
 mod tpe;

@@ -14,7 +14,9 @@ use burn_flex::{Flex, FlexTensor};
 use std::sync::Arc;
 
 /// BERT's embeddings before their layer norm: `token[input_ids] +
-/// position[0..len] + segment[segment_ids]`, `[batch, len, width]` from
+/// position[offset..offset + len] + segment[segment_ids]` (`offset` is 0 for
+/// BERT; RoBERTa's positions start after its padding id),
+/// `[batch, len, width]` from
 /// `[batch, len]` ids. On the CPU backend one threaded pass forward, and a
 /// backward pass that zeroes each table's gradient on every core and adds
 /// the rows in (burn-flex zeroes the `[vocab, width]` gradient on one thread,
@@ -25,12 +27,14 @@ pub fn embed<B: Backend>(
     token: &Embedding<B>,
     position: &Embedding<B>,
     segment: &Embedding<B>,
+    offset: usize,
     input_ids: Tensor<B, 2, Int>,
     segment_ids: Tensor<B, 2, Int>,
 ) -> Tensor<B, 3> {
     let [batch, len] = input_ids.dims();
     let burns = |input_ids: Tensor<B, 2, Int>, segment_ids| {
-        let positions = Tensor::<B, 1, Int>::arange(0..len as i64, &input_ids.device())
+        let (start, end) = (offset as i64, (offset + len) as i64);
+        let positions = Tensor::<B, 1, Int>::arange(start..end, &input_ids.device())
             .reshape([1, len])
             .repeat_dim(0, batch);
         token.forward(input_ids) + position.forward(positions) + segment.forward(segment_ids)
@@ -38,7 +42,13 @@ pub fn embed<B: Backend>(
     if !crate::host::is_cpu::<B>() {
         return burns(input_ids, segment_ids);
     }
-    let table_rows = [token, position, segment].map(|e| e.weight.dims()[0]);
+    let mut table_rows = [token, position, segment].map(|e| e.weight.dims()[0]);
+    if offset >= table_rows[1] {
+        return burns(input_ids, segment_ids);
+    }
+    // The rows from `offset` on, as the kernels' position table.
+    table_rows[1] -= offset;
+    let positions = position.weight.val().narrow(0, offset, table_rows[1]);
     let width = token.weight.dims()[1];
     let host = |t: &Tensor<B, 2, Int>, below: usize| -> Option<Vec<usize>> {
         let v = t
@@ -74,11 +84,7 @@ pub fn embed<B: Backend>(
         table_rows,
     });
     dispatch3(
-        (
-            token.weight.val(),
-            position.weight.val(),
-            segment.weight.val(),
-        ),
+        (token.weight.val(), positions, segment.weight.val()),
         |[t, p, s]| {
             let y = embed_forward([&t.primitive, &p.primitive, &s.primitive], &lookup);
             record(EmbedBackward, [&t, &p, &s], Arc::clone(&lookup), y)
@@ -192,11 +198,12 @@ mod tests {
         let w: Vec<f32> = (0..batch * len * width)
             .map(|i| (i % 7) as f32 - 3.0)
             .collect();
-        let run = |ours: bool| {
+        let run = |ours: bool, offset: usize| {
             let y = if ours {
-                embed(&token, &position, &segment, ids(), segments())
+                embed(&token, &position, &segment, offset, ids(), segments())
             } else {
-                let positions = Tensor::<Cpu, 1, Int>::arange(0..len as i64, &device)
+                let range = offset as i64..(offset + len) as i64;
+                let positions = Tensor::<Cpu, 1, Int>::arange(range, &device)
                     .reshape([1, len])
                     .repeat_dim(0, batch);
                 token.forward(ids()) + position.forward(positions) + segment.forward(segments())
@@ -210,7 +217,13 @@ mod tests {
                 |e: &Embedding<Cpu>| values(e.weight.val().grad(&grads).expect("a gradient"));
             (values(y), grad(&token), grad(&position), grad(&segment))
         };
-        assert_eq!(run(true), run(false));
+        assert_eq!(run(true, 0), run(false, 0));
+        // RoBERTa's offset positions: rows 1..=5 of the 6, the first row's
+        // gradient zero.
+        let offset = run(true, 1);
+        assert_eq!(offset, run(false, 1));
+        assert_ne!(offset.0, run(true, 0).0);
+        assert!(offset.2[..width].iter().all(|&g| g == 0.0));
         // The inference backend: the same values.
         let inference = |e: &Embedding<Cpu>| e.clone().valid();
         let to_inner = |t: Tensor<Cpu, 2, Int>| {
@@ -220,16 +233,17 @@ mod tests {
             &inference(&token),
             &inference(&position),
             &inference(&segment),
+            0,
             to_inner(ids()),
             to_inner(segments()),
         );
-        assert_eq!(values(y), run(false).0);
+        assert_eq!(values(y), run(false, 0).0);
         // An id outside the table takes burn's path, which reports it.
         let bad =
             Tensor::<Cpu, 2, Int>::from_data(TensorData::new(vec![10i64; 5], [1, 5]), &device);
         let seg = Tensor::<Cpu, 2, Int>::zeros([1, 5], &device);
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            values(embed(&token, &position, &segment, bad, seg))
+            values(embed(&token, &position, &segment, 0, bad, seg))
         }));
         assert!(caught.is_err());
     }
