@@ -60,6 +60,7 @@
 //! | `cuda` | burn's CUDA backend (implies `burn`) |
 //! | `postgres` | `hpo::storage::PostgresStorage`: one study across many machines in a PostgreSQL database, in Optuna's schema (`postgresql://` URLs) |
 //! | `postgres-tls` | TLS to the PostgreSQL server (`sslmode=require`, `verify-full`) |
+//! | `mlflow` | `hpo::tracking::Mlflow`: the study and each trial logged to an MLflow tracking server (`--mlflow URL`; implies `cli`) |
 
 pub use hpo_core::*;
 pub use hpo_macros::{search_space, Choice};
@@ -68,6 +69,8 @@ pub use hpo_macros::{search_space, Choice};
 pub mod cli;
 #[cfg(feature = "progress")]
 pub mod progress;
+#[cfg(feature = "mlflow")]
+pub mod tracking;
 
 /// The burn training backend: BERT-style classifiers, memory estimates and
 /// OOM recovery (feature `burn`; `cuda` adds the GPU backend).

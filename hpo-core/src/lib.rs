@@ -33,6 +33,11 @@
 //!   on the trial in Optuna's format, so the best trial's files are fetched
 //!   after the study from any process; cleanup keeps what the user's
 //!   [`KeepArtifacts`] policy says.
+//! * **Tracking is a hook.** A [`Tracker`] registered on the study builder
+//!   is told of each trial's end by the process that wrote it (a thread,
+//!   a worker process, or the coordinator for a worker that died), after
+//!   the record is stored; it queues and cannot fail the trial. The
+//!   facade's MLflow client implements it, so no HTTP client is built here.
 //! * **Narrowed supports.** A constraint may restrict a parameter's range or
 //!   choices at sampling time ([`Support`]); the declared distribution is what
 //!   is stored, so the sampler keeps learning across conditions.
@@ -92,7 +97,9 @@ pub use crate::sampler::{
 };
 pub use crate::space::{ChoiceEnum, ParamDescription, ParamKind, SearchSpace, SpaceDescription};
 pub use crate::storage::{InMemoryStorage, SqliteStorage, Storage, StudySummary};
-pub use crate::study::{Heartbeat, Optimize, RetryPolicy, Study, StudyBudget, StudyBuilder, Trial};
+pub use crate::study::{
+    Heartbeat, Optimize, RetryPolicy, Study, StudyBudget, StudyBuilder, Tracker, Trial,
+};
 pub use crate::trial::{
     FailureKind, FrozenTrial, IntoTrialResult, TrialError, TrialOutcome, TrialSnapshot, TrialState,
 };

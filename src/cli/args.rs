@@ -122,6 +122,13 @@ pub struct StudyArgs {
     /// beside a SQLite study, `<database>.artifacts`).
     #[arg(long, value_name = "PATH")]
     pub artifacts: Option<String>,
+    /// Log the study and each trial to this MLflow tracking server
+    /// (default: `MLFLOW_TRACKING_URI`, if set); credentials from
+    /// `MLFLOW_TRACKING_TOKEN` or `MLFLOW_TRACKING_USERNAME` and
+    /// `MLFLOW_TRACKING_PASSWORD`, never printed. Needs hpo's `mlflow`
+    /// feature.
+    #[arg(long, value_name = "URL")]
+    pub mlflow: Option<String>,
     /// How worker processes start when not as this program with its own
     /// arguments (not a flag: an experiment's tests run their workers as the
     /// test binary on a harness entry this way).

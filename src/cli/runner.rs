@@ -15,7 +15,7 @@ use crate::storage::{redact, storage_from_url};
 use crate::study::{Heartbeat, RetryPolicy, StudyBudget, Tally};
 use crate::{
     Direction, Error, FrozenTrial, IntoTrialResult, Optimize, Result, SearchSpace, Study,
-    StudyBuilder, Trial, TrialState,
+    StudyBuilder, Tracker, Trial, TrialState,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,6 +86,8 @@ pub struct StudyRunner<'a> {
     study_hooks: Vec<Hook<'a, StudyBuilder>>,
     optimize_hooks: Vec<Hook<'a, Optimize>>,
     process_hooks: Vec<Hook<'a, ProcessConfig>>,
+    /// `--mlflow` (or `MLFLOW_TRACKING_URI`), once built.
+    trackers: Vec<Arc<dyn Tracker>>,
 }
 
 /// A finished run: the study and what its trials came to.
@@ -123,6 +125,7 @@ impl<'a> StudyRunner<'a> {
             study_hooks: Vec::new(),
             optimize_hooks: Vec::new(),
             process_hooks: Vec::new(),
+            trackers: Vec::new(),
         }
     }
 
@@ -369,7 +372,8 @@ impl<'a> StudyRunner<'a> {
         F: Fn(&mut Trial) -> R + Sync,
         R: IntoTrialResult,
     {
-        executor::worker_main(&objective)?;
+        self.trackers = self.tracking()?;
+        executor::worker_main_with(&objective, &self.trackers)?;
         signals::install()?;
         let jobs = self.jobs()?;
         let (study, earlier) = self.open(jobs)?;
@@ -503,6 +507,9 @@ impl<'a> StudyRunner<'a> {
             // which find it by its heartbeats.
             builder = builder.retry(RetryPolicy { max_retries: 2 });
         }
+        for t in &self.trackers {
+            builder = builder.tracker(Arc::clone(t));
+        }
         for hook in self.study_hooks.drain(..) {
             builder = hook(builder);
         }
@@ -570,6 +577,32 @@ impl<'a> StudyRunner<'a> {
             study,
             jobs,
         })
+    }
+
+    /// The trackers `--mlflow` (or `MLFLOW_TRACKING_URI`) asks for.
+    #[cfg(feature = "mlflow")]
+    fn tracking(&self) -> Result<Vec<Arc<dyn Tracker>>> {
+        let Some(m) = crate::tracking::Mlflow::from_flag_or_env(self.args.mlflow.as_deref())?
+        else {
+            return Ok(Vec::new());
+        };
+        if !self.quiet && !executor::is_worker() {
+            println!("logging to MLflow at {}", m.url());
+        }
+        Ok(vec![Arc::new(m)])
+    }
+
+    /// The trackers `--mlflow` asks for: none without the `mlflow` feature.
+    #[cfg(not(feature = "mlflow"))]
+    fn tracking(&self) -> Result<Vec<Arc<dyn Tracker>>> {
+        match &self.args.mlflow {
+            Some(url) => Err(Error::InvalidConfig(format!(
+                "--mlflow {}: this program was built without hpo's `mlflow` feature; \
+                 build it with `--features hpo/mlflow` (or `--features mlflow` in hpo itself)",
+                redact(url)
+            ))),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// Records the space in a study that has none recorded; refuses one
@@ -892,6 +925,28 @@ pub fn cpu_share(workers: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mlflow_is_refused_without_the_feature_and_its_password_never_shows() {
+        let args = StudyArgs {
+            mlflow: Some("https://alice:hunter2@mlflow.example/".into()),
+            ..StudyArgs::default()
+        };
+        let got = StudyRunner::new(&args).tracking();
+        if cfg!(feature = "mlflow") {
+            // Built: a tracker for the URL, shown without its password.
+            let trackers = got.unwrap();
+            assert_eq!(trackers.len(), 1);
+        } else {
+            let e = got.err().unwrap().to_string();
+            assert!(e.contains("`mlflow` feature"), "{e}");
+            assert!(!e.contains("hunter2"), "{e}");
+        }
+        let none = StudyArgs::default();
+        if std::env::var_os("MLFLOW_TRACKING_URI").is_none() {
+            assert!(StudyRunner::new(&none).tracking().unwrap().is_empty());
+        }
+    }
 
     #[test]
     fn the_resume_line_says_what_becomes_of_trials_left_running() {

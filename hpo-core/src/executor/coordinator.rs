@@ -364,7 +364,7 @@ fn optimize_processes(
     objective: DynObjective<'_>,
 ) -> Result<()> {
     if let Some(a) = worker::assignment_for(study.name())? {
-        worker::run_and_exit(&a, objective, Some(study));
+        worker::run_and_exit(&a, objective, Some(study), &[]);
     }
     config.check_url(study)?;
     // Read once: every assignment carries the same settings.
@@ -681,6 +681,7 @@ impl Coordinator<'_> {
                         copy = copy.map(|c| c.number),
                         "sampled ahead but not started before the study stopped; its configuration waits for the next run"
                     );
+                    self.study.track_finished(&t);
                     (self.callback)(self.study, &t);
                 }
                 // Someone else ended it (a stale-trial reaper): nothing to give back.
@@ -763,6 +764,7 @@ impl Coordinator<'_> {
                     self.study
                         .storage()
                         .finish_trial(frozen.id, TrialState::Fail, None, &attrs)?;
+                self.study.track_finished(&t);
                 (self.callback)(self.study, &t);
                 Ok(())
             }
@@ -925,7 +927,11 @@ impl Coordinator<'_> {
                 }
             }
             record = match storage.finish_trial(w.trial_id, TrialState::Fail, None, &attrs) {
-                Ok(t) => t,
+                // Ended here, not by its worker: reported from here.
+                Ok(t) => {
+                    self.study.track_finished(&t);
+                    t
+                }
                 // Reaped as stale meanwhile: its record stands.
                 Err(Error::TrialFinished { .. }) => storage.trial(w.trial_id)?,
                 Err(e) => return Err(e),

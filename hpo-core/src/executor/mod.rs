@@ -108,7 +108,9 @@ pub use self::host::{cgroup_memory_limit, host_budget};
 pub use self::memory::Memory;
 pub use self::node::{gpus_from, node_gpus};
 pub use self::relaunch::{shrink, shrink_ladder};
-pub use self::worker::{batch_of, is_worker, record_peak, worker_main, WORKER_ENV};
+pub use self::worker::{
+    batch_of, is_worker, record_peak, worker_main, worker_main_with, WORKER_ENV,
+};
 
 use crate::distribution::ParamValue;
 use crate::study::Trial;

@@ -24,8 +24,8 @@ use crate::distribution::{Distribution, Support};
 use crate::error::{Error, Result};
 use crate::pruner::{Pruner, PrunerConfig};
 use crate::sampler::{Sampler, SamplerConfig};
-use crate::study::Study;
 use crate::study::Trial;
+use crate::study::{Study, Tracker};
 use crate::trial::{FailureKind, FrozenTrial, IntoTrialResult, TrialError, TrialState};
 use crate::view::StudyView;
 use serde::{Deserialize, Serialize};
@@ -103,27 +103,52 @@ where
     F: Fn(&mut Trial) -> R,
     R: IntoTrialResult,
 {
+    worker_main_with(objective, &[])
+}
+
+/// [`worker_main`] with the study's trackers: the worker's study reports
+/// its trial to them, and flushes them (each within its own bound) before
+/// the process exits. Give the trackers the coordinator's study has (built
+/// from the same flags), since the worker opens the study itself.
+pub fn worker_main_with<F, R>(objective: F, trackers: &[Arc<dyn Tracker>]) -> Result<()>
+where
+    F: Fn(&mut Trial) -> R,
+    R: IntoTrialResult,
+{
     let Some(a) = assignment()? else {
         return Ok(());
     };
-    run_and_exit(&a, &objective, None)
+    run_and_exit(&a, &objective, None, trackers)
 }
 
 /// Runs the assignment and exits with the worker's status. `local` is the
 /// study this process built itself, if it built one: its pruner and sampler
 /// are used when the coordinator's could not be sent.
-pub(crate) fn run_and_exit<F, R>(a: &Assignment, objective: &F, local: Option<&Study>) -> !
+pub(crate) fn run_and_exit<F, R>(
+    a: &Assignment,
+    objective: &F,
+    local: Option<&Study>,
+    trackers: &[Arc<dyn Tracker>],
+) -> !
 where
     F: Fn(&mut Trial) -> R + ?Sized,
     R: IntoTrialResult,
 {
-    let code = match run_assigned(a, objective, local) {
+    // A study built in this process brings its own trackers.
+    let trackers: Vec<Arc<dyn Tracker>> = match local {
+        Some(s) => s.trackers().to_vec(),
+        None => trackers.to_vec(),
+    };
+    let code = match run_assigned(a, objective, local, &trackers) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("hpo worker for trial id {}: {e}", a.trial_id);
             STORAGE_FAILURE_STATUS
         }
     };
+    for t in &trackers {
+        t.flush();
+    }
     std::process::exit(code)
 }
 
@@ -132,7 +157,12 @@ pub(crate) fn assignment_for(study: &str) -> Result<Option<Assignment>> {
     Ok(assignment()?.filter(|a| a.study == study))
 }
 
-fn run_assigned<F, R>(a: &Assignment, objective: &F, local: Option<&Study>) -> Result<()>
+fn run_assigned<F, R>(
+    a: &Assignment,
+    objective: &F,
+    local: Option<&Study>,
+    trackers: &[Arc<dyn Tracker>],
+) -> Result<()>
 where
     F: Fn(&mut Trial) -> R + ?Sized,
     R: IntoTrialResult,
@@ -170,6 +200,9 @@ where
         .sampler(sampler);
     if let Ok(p) = &pruner {
         builder = builder.pruner(Arc::clone(p));
+    }
+    for t in trackers {
+        builder = builder.tracker(Arc::clone(t));
     }
     if let Some((interval, grace)) = a.heartbeat_ms {
         builder = builder.heartbeat(
@@ -224,7 +257,11 @@ where
                 .storage()
                 .finish_trial(trial.id(), TrialState::Fail, None, &attrs)
             {
-                Ok(_) | Err(Error::TrialFinished { .. }) => Ok(()),
+                Ok(t) => {
+                    study.track_finished(&t);
+                    Ok(())
+                }
+                Err(Error::TrialFinished { .. }) => Ok(()),
                 Err(e) => Err(e),
             }
         }

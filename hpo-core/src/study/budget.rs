@@ -263,11 +263,14 @@ impl Study {
         let attrs = FailureKind::NotStarted.attrs(OVER_BUDGET_REASON);
         let no_copy = |_: &FrozenTrial| None;
         match self.storage().fail_stale_trial(trial.id, &attrs, &no_copy) {
-            Ok((t, _)) => tracing::info!(
-                study = self.name(),
-                "trial {} not started: the study's budget of {n} trials is taken",
-                t.number
-            ),
+            Ok((t, _)) => {
+                tracing::info!(
+                    study = self.name(),
+                    "trial {} not started: the study's budget of {n} trials is taken",
+                    t.number
+                );
+                self.track_finished(&t);
+            }
             Err(Error::TrialFinished { .. }) => {}
             Err(e) => return Err(e),
         }

@@ -1,6 +1,6 @@
 //! Creating and resuming studies.
 
-use super::{Heartbeat, RetryPolicy, Study, StudyCore};
+use super::{Heartbeat, RetryPolicy, Study, StudyCore, Tracker};
 use crate::direction::Direction;
 use crate::error::{Error, Result};
 use crate::pruner::{MedianPruner, Pruner};
@@ -22,6 +22,7 @@ pub struct StudyBuilder {
     heartbeat: Option<Heartbeat>,
     retry: Option<RetryPolicy>,
     storage_url: Option<String>,
+    trackers: Vec<Arc<dyn Tracker>>,
 }
 
 impl StudyBuilder {
@@ -96,6 +97,15 @@ impl StudyBuilder {
         self
     }
 
+    /// Adds a [`Tracker`] told of the study's opening and of every trial
+    /// this handle ends (MLflow's, in the facade's `hpo::tracking`). May be
+    /// given several times. Worker processes get theirs through
+    /// [`crate::executor::worker_main_with`].
+    pub fn tracker(mut self, tracker: impl Tracker + 'static) -> Self {
+        self.trackers.push(Arc::new(tracker));
+        self
+    }
+
     /// Creates the study, or loads it when `load_if_exists` is set.
     pub fn build(self) -> Result<Study> {
         let storage = match (self.storage, &self.storage_url) {
@@ -149,7 +159,7 @@ impl StudyBuilder {
                 Err(e) => return Err(e),
             },
         };
-        Ok(Study {
+        let study = Study {
             core: Arc::new(StudyCore {
                 name,
                 id,
@@ -164,8 +174,13 @@ impl StudyBuilder {
                 retry: self.retry,
                 beats: Mutex::new(Default::default()),
                 best_settled: Mutex::new(Default::default()),
+                trackers: self.trackers,
             }),
-        })
+        };
+        for t in study.trackers() {
+            t.study_opened(&study);
+        }
+        Ok(study)
     }
 
     /// Loads an existing study; its name must exist in the storage.

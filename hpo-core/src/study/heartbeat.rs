@@ -134,6 +134,7 @@ impl Study {
             };
             tracing::warn!(study = %self.core.name, "trial {} failed as stale: no heartbeat for {:?}", t.number, hb.grace);
             failed.push(t.number);
+            self.track_finished(&t);
             if let Some(copy) = copy {
                 tracing::info!(study = %self.core.name, "trial {} re-enqueued as trial {}", t.number, copy.number);
             }

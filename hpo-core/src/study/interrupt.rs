@@ -84,6 +84,7 @@ impl Study {
                         t.retry_count() + 1
                     ),
                 }
+                self.track_finished(&t);
                 Ok(Some(t))
             }
             // Its owner finished it meanwhile.
@@ -181,6 +182,7 @@ pub(crate) fn watch(
                 for hook in before_exit {
                     hook(study, signal);
                 }
+                study.end_tracking();
                 std::process::exit(signal.exit_code());
             }
         }

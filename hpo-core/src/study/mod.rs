@@ -6,6 +6,7 @@ mod heartbeat;
 mod interrupt;
 mod optimize;
 mod pareto;
+mod tracker;
 mod trial;
 
 pub(crate) use self::budget::BudgetWatch;
@@ -14,6 +15,7 @@ pub use self::builder::StudyBuilder;
 pub use self::heartbeat::{Heartbeat, RetryPolicy};
 pub use self::interrupt::INTERRUPTED_RETRIES;
 pub use self::optimize::{DynObjective, Limits, Optimize, TrialRunner};
+pub use self::tracker::Tracker;
 pub use self::trial::Trial;
 
 use crate::direction::Direction;
@@ -50,6 +52,8 @@ pub(crate) struct StudyCore {
     /// trial was last looked for among, and the best of them: settled trials
     /// never change, so the next look starts after them.
     pub(crate) best_settled: Mutex<(usize, Option<Arc<FrozenTrial>>)>,
+    /// Told of the study's opening and of each trial this handle ends.
+    pub(crate) trackers: Vec<Arc<dyn Tracker>>,
 }
 
 impl StudyCore {
@@ -278,6 +282,7 @@ impl Study {
         let view = core.sampler_view(&history, &finished);
         core.sampler.after_trial(&view, &finished);
         self.log_finished(&finished, &history);
+        self.track_finished(&finished);
         Ok(finished)
     }
 

@@ -216,7 +216,9 @@ impl Study {
                 }
             };
             let erased = |trial: &mut Trial| objective(trial).into_trial_result();
-            return runner.run(self, limits, &callback, &erased);
+            let ran = runner.run(self, limits, &callback, &erased);
+            self.end_tracking();
+            return ran;
         }
         let started = AtomicUsize::new(0);
         let first_error: Mutex<Option<Error>> = Mutex::new(None);
@@ -288,6 +290,7 @@ impl Study {
                 }
             }
         });
+        self.end_tracking();
         if let Some(e) = first_error.into_inner()? {
             return Err(e);
         }

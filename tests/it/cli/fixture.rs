@@ -70,7 +70,12 @@ fn objective(trial: &mut Trial) -> Result<f64, TrialError> {
 /// Writes the hpo fixture database (two studies) at `path`, the main one
 /// named `name` with its trials run on `jobs` threads.
 pub fn make_hpo_db(path: &Path, name: &str, jobs: usize) {
-    let url = format!("sqlite:{}", path.display());
+    make_hpo_study(&format!("sqlite:{}", path.display()), name, jobs);
+}
+
+/// Writes the fixture's two studies into the storage at `url`.
+pub fn make_hpo_study(url: &str, name: &str, jobs: usize) {
+    let url = url.to_owned();
     let study = Study::builder()
         .name(name)
         .storage_url(url.clone())

@@ -6,7 +6,7 @@
 mod artifacts;
 mod commands;
 mod errors;
-mod fixture;
+pub(crate) mod fixture;
 mod importance;
 mod plots;
 mod readonly;
