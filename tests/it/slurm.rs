@@ -84,23 +84,29 @@ fn repo() -> PathBuf {
 }
 
 /// The `cluster` example, built once with PostgreSQL (it sits beside the
-/// test binary's folder, in `examples/`).
+/// test binary's folder, in `examples/`), with this test binary's own
+/// features where they include PostgreSQL: another feature set would
+/// rebuild every dependency, burn included.
 fn example() -> &'static Path {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
     EXE.get_or_init(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut features: Vec<&str> = [
+            ("postgres", cfg!(feature = "postgres")),
+            ("postgres-tls", cfg!(feature = "postgres-tls")),
+            ("mlflow", cfg!(feature = "mlflow")),
+        ]
+        .into_iter()
+        .filter_map(|(name, on)| on.then_some(name))
+        .collect();
+        if !features.iter().any(|f| f.starts_with("postgres")) {
+            features.push("postgres");
+        }
+        let features = features.join(",");
         let status = Command::new(cargo)
             .current_dir(repo())
-            .args([
-                "build",
-                "-q",
-                "-p",
-                "hpo",
-                "--features",
-                "postgres",
-                "--example",
-                "cluster",
-            ])
+            .args(["build", "-q", "-p", "hpo", "--features", &features])
+            .args(["--example", "cluster"])
             .status()
             .unwrap();
         assert!(status.success(), "cannot build the cluster example");
