@@ -496,17 +496,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("criteria-{tag}-{coordinator}"));
         std::fs::create_dir_all(&dir).unwrap();
         let mut args = tiny_args(&format!("sqlite:{}", dir.join("study.db").display()), extra);
-        let entry = [
-            entry,
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ];
-        args.study.worker_launch = Some(hpo::cli::WorkerLaunch {
-            args: entry.map(String::from).to_vec(),
-            env: Vec::new(),
-        });
+        args.study.worker_launch = Some(hpo::cli::WorkerLaunch::test_entry(entry));
         args
     }
 
@@ -636,11 +626,9 @@ mod tests {
                 r#"{"backbone": "Light", "batch_size": 16, "grad_accum": 1, "length_pct": 50}"#,
             ],
         );
-        let launch = args.study.worker_launch.as_mut().unwrap();
-        launch.env = vec![(
-            hpo_burn::fault::FAULT_ENV.to_owned(),
-            "alloc-then-memory-page@16".to_owned(),
-        )];
+        let launch = args.study.worker_launch.take().unwrap();
+        let fault = "alloc-then-memory-page@16";
+        args.study.worker_launch = Some(launch.env(hpo_burn::fault::FAULT_ENV, fault));
         args
     }
 

@@ -151,11 +151,12 @@ impl StudyArgs {
 /// binary), with other arguments and extra environment variables.
 ///
 /// ```
-/// let mut args = hpo::cli::StudyArgs::default();
-/// args.worker_launch = Some(hpo::cli::WorkerLaunch {
-///     args: vec!["worker_entry".into(), "--exact".into(), "--ignored".into()],
-///     env: vec![("MY_FAULT".into(), "oom".into())],
-/// });
+/// use hpo::cli::{StudyArgs, WorkerLaunch};
+/// let mut args = StudyArgs::default();
+/// args.worker_launch = Some(WorkerLaunch::test_entry("tests::worker_entry").env("MY_FAULT", "oom"));
+/// let launch = args.worker_launch.unwrap();
+/// assert_eq!(launch.args[..3], ["tests::worker_entry", "--exact", "--ignored"]);
+/// assert_eq!(launch.env, [("MY_FAULT".to_owned(), "oom".to_owned())]);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WorkerLaunch {
@@ -163,6 +164,30 @@ pub struct WorkerLaunch {
     pub args: Vec<String>,
     /// Environment variables set in the workers only.
     pub env: Vec<(String, String)>,
+}
+
+impl WorkerLaunch {
+    /// Workers as this test binary running only its ignored test `entry`
+    /// (libtest's `entry --exact --ignored --nocapture --test-threads=1`).
+    pub fn test_entry(entry: &str) -> Self {
+        let args = [
+            entry,
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ];
+        WorkerLaunch {
+            args: args.map(String::from).to_vec(),
+            env: Vec::new(),
+        }
+    }
+
+    /// The same, with `key=value` set in the workers.
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
 }
 
 /// How trials run (`--jobs`).

@@ -3,7 +3,7 @@
 //! ignored test `runner::worker_entry`).
 
 use clap::Parser;
-use hpo::cli::{Jobs, StudyArgs, StudyRunner};
+use hpo::cli::{Jobs, StudyArgs, StudyRunner, WorkerLaunch};
 use hpo::executor::{self, Batch, Memory, MemoryEstimator, Shape, GIB};
 use hpo::{Direction, ParamValue, SearchSpace, Study, Trial, TrialError, TrialState};
 use std::collections::BTreeMap;
@@ -195,18 +195,8 @@ fn run_workers(coordinator: u32) -> hpo::Result<hpo::cli::Finished> {
     let mut a = args(&flags);
     // The workers are this test binary on its worker entry, started the
     // way an experiment's tests start theirs.
-    a.worker_launch = Some(hpo::cli::WorkerLaunch {
-        args: [
-            "runner::worker_entry",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ]
-        .map(String::from)
-        .to_vec(),
-        env: vec![("HPO_RUNNER_WORKER_MARK".into(), "set".into())],
-    });
+    let launch = hpo::cli::WorkerLaunch::test_entry("runner::worker_entry");
+    a.worker_launch = Some(launch.env("HPO_RUNNER_WORKER_MARK", "set"));
     runner(&a)
         .workers(Arc::new(Estimator), Memory::Host)
         .run(objective)
@@ -400,13 +390,7 @@ fn interrupted_study_entry() {
         .quiet(false)
         .workers(Arc::new(Estimator), Memory::Host)
         .processes_with(|c| {
-            c.worker_args([
-                "runner::interrupted_study_entry",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+            c.worker_args(WorkerLaunch::test_entry("runner::interrupted_study_entry").args)
         })
         .run(sleeping)
         .unwrap();
@@ -584,13 +568,7 @@ fn run_on_workers(flags: &[&str]) -> hpo::cli::Finished {
     runner(&a)
         .workers(Arc::new(Estimator), Memory::Host)
         .processes_with(|c| {
-            c.worker_args([
-                "runner::budget_worker_entry",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+            c.worker_args(WorkerLaunch::test_entry("runner::budget_worker_entry").args)
         })
         .run(objective)
         .unwrap()
@@ -637,6 +615,9 @@ fn worker_processes_stop_at_the_study_budget() {
     let _ = std::fs::remove_dir_all(db.parent().unwrap());
 }
 
+/// Worker processes (one process start per trial) get six seconds: more
+/// than the experiment's default of 6 trials fit even on a loaded 2-core
+/// machine, where two seconds once fitted 6 or fewer.
 #[test]
 fn worker_processes_start_nothing_after_the_study_deadline() {
     let (db, url) = temp_db("deadline-workers", std::process::id());
@@ -651,7 +632,7 @@ fn worker_processes_start_nothing_after_the_study_deadline() {
         "--memory-budget",
         "1GiB",
         "--deadline",
-        "+2s",
+        "+6s",
     ]);
     assert!(t0.elapsed() < std::time::Duration::from_secs(30));
     let deadline = done.study.budget().unwrap().unwrap().deadline.unwrap();

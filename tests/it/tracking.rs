@@ -289,17 +289,8 @@ fn run_workers(coordinator: u32, url: &str) -> hpo::Result<hpo::cli::Finished> {
         url,
     ];
     let mut args = Cmd::try_parse_from(argv).unwrap().study;
-    args.worker_launch = Some(WorkerLaunch {
-        args: [
-            "tracking::worker_entry",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-        ]
-        .map(String::from)
-        .to_vec(),
-        env: vec![("HPO_TEST_MLFLOW".into(), url.into())],
-    });
+    let launch = WorkerLaunch::test_entry("tracking::worker_entry");
+    args.worker_launch = Some(launch.env("HPO_TEST_MLFLOW", url));
     StudyRunner::new(&args)
         .direction(Direction::Minimize)
         .quiet(true)
