@@ -37,6 +37,18 @@ pub fn score_best<B: Backend>(
     let Ok(trial) = study.best_trial() else {
         return Ok(None);
     };
+    score_trial(trial, store, task_of, test, device).map(Some)
+}
+
+/// Scores `trial` on `test` from the model it stored in `store`, as
+/// [`score_best`] does the study's best.
+pub fn score_trial<B: Backend>(
+    trial: Arc<FrozenTrial>,
+    store: &ArtifactStore,
+    task_of: impl Fn(&FrozenTrial) -> Result<Arc<TextTask>>,
+    test: &Dataset,
+    device: &B::Device,
+) -> Result<HeldOut<B>> {
     let saved = load_model::<B>(store, &trial, device)?;
     let task;
     let tokenizer = match &saved.tokenizer {
@@ -54,9 +66,9 @@ pub fn score_best<B: Backend>(
         saved.card.max_len,
         device,
     )?;
-    Ok(Some(HeldOut {
+    Ok(HeldOut {
         trial,
         saved,
         metrics,
-    }))
+    })
 }

@@ -47,7 +47,7 @@ pub use self::backbones::{checkpoints, light_and_heavy, Backbones};
 pub use self::data_args::DataArgs;
 pub use self::device::{DeviceArg, OnBackend};
 pub use self::fine_tune::{fine_tune, Trained};
-pub use self::held_out::{score_best, HeldOut};
+pub use self::held_out::{score_best, score_trial, HeldOut};
 pub use self::lengths::Lengths;
 pub use self::report::report_best;
 pub use self::saved_model::{export_model, load_model, save_model, ModelCard, SavedModel};

@@ -2,7 +2,7 @@
 //! score on the held-out test split, and, when asked, its model copied out
 //! with what is needed to use it elsewhere.
 
-use super::held_out::{score_best, HeldOut};
+use super::held_out::{score_trial, HeldOut};
 use super::saved_model::export_model;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
@@ -15,7 +15,8 @@ use std::sync::Arc;
 
 /// Prints `study`'s best trial (validation macro-F1 and parameters, to 4
 /// significant digits) and its macro-F1 and accuracy on `test` from the
-/// model it stored in `store` with its tokenizer (see [`score_best`]; the
+/// model it stored in `store` with its tokenizer (see
+/// [`score_best`](super::score_best); the
 /// trials' models are [`super::fine_tune`]'s). With `save_to`, the model is
 /// also copied there by [`export_model`], with `best.json`: the study,
 /// trial, backbone, parameters at full precision, validation and test
@@ -50,9 +51,8 @@ pub fn report_best<B: Backend>(
         ))
     };
     let no_task = |t: &FrozenTrial| -> Result<Arc<TextTask>> { Err(missing(t)) };
-    let held_out = match score_best::<B>(study, store, no_task, test, device) {
-        Ok(Some(held_out)) => held_out,
-        Ok(None) => return Ok(None),
+    let held_out = match score_trial::<B>(Arc::clone(&best), store, no_task, test, device) {
+        Ok(held_out) => held_out,
         Err(e) => {
             println!(
                 "(trial #{}'s model cannot be read back from the artifact store {} ({e}), so it \
