@@ -50,15 +50,30 @@ impl Default for AdmissionPolicy {
 }
 
 /// A trial waiting for admission: its family and its estimated peak at each
-/// batch of its shrink ladder (largest first).
+/// way it may run, the one to prefer first (its shrink ladder, largest
+/// micro-batch first, or its [`super::fit_options`], fastest first).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate<K> {
     /// The caller's key (a trial id, a simulation index).
     pub key: K,
     /// Model family, for the [`Correction`].
     pub family: String,
-    /// `(batch, estimated peak bytes)`, from the requested batch down to the floor.
+    /// `(batch, estimated peak bytes)`, from the requested batch down to the
+    /// floor, or over its options, preferred first.
     pub ladder: Vec<(Batch, u64)>,
+}
+
+const RECOMPUTE_SUFFIX: &str = " +recompute";
+
+/// The family whose learned [`Correction`] applies to a run at `batch`:
+/// recomputation changes what the analytic estimate misses, so runs with it
+/// are learned apart (`"bert-base +recompute"`).
+pub fn correction_family(family: &str, batch: Batch) -> String {
+    if batch.recompute {
+        format!("{family}{RECOMPUTE_SUFFIX}")
+    } else {
+        family.to_owned()
+    }
 }
 
 impl<K> Candidate<K> {
@@ -71,14 +86,21 @@ impl<K> Candidate<K> {
         min_micro: u32,
         estimate: impl Fn(Batch) -> u64,
     ) -> Self {
-        let ladder = shrink_ladder(batch, min_micro)
-            .into_iter()
-            .map(|b| (b, estimate(b)))
-            .collect();
+        Self::with_options(key, family, shrink_ladder(batch, min_micro), estimate)
+    }
+
+    /// A candidate that may run at each of `options`, preferred first (see
+    /// [`super::fit_options`]), its estimates from `estimate`.
+    pub fn with_options(
+        key: K,
+        family: impl Into<String>,
+        options: Vec<Batch>,
+        estimate: impl Fn(Batch) -> u64,
+    ) -> Self {
         Candidate {
             key,
             family: family.into(),
-            ladder,
+            ladder: options.into_iter().map(|b| (b, estimate(b))).collect(),
         }
     }
 }
@@ -231,7 +253,7 @@ impl<K: Clone + Eq + Hash> Scheduler<K> {
     /// whose per-process context costs `context`.
     fn need(&self, family: &str, estimate: u64, context: u64) -> u64 {
         let factor = if self.policy.learn {
-            self.correction.factor(family)
+            self.factor(family)
         } else {
             1.0
         };
@@ -239,11 +261,21 @@ impl<K: Clone + Eq + Hash> Scheduler<K> {
         (bytes as u64).saturating_add(context)
     }
 
-    /// The index in the ladder of the largest batch that fits alone, if any.
+    /// The learned factor of `family`; a [`correction_family`] of
+    /// recomputing runs takes its model's factor until one of its own runs
+    /// has taught it something.
+    fn factor(&self, family: &str) -> f64 {
+        match family.strip_suffix(RECOMPUTE_SUFFIX) {
+            Some(model) if !self.correction.knows(family) => self.correction.factor(model),
+            _ => self.correction.factor(family),
+        }
+    }
+
+    /// The index in the ladder of the first batch that fits alone, if any.
     fn rung(&self, c: &Candidate<K>) -> Option<usize> {
-        c.ladder.iter().position(|&(_, est)| {
-            self.devices
-                .fits_alone(|ctx| self.need(&c.family, est, ctx))
+        c.ladder.iter().position(|&(b, est)| {
+            let family = correction_family(&c.family, b);
+            self.devices.fits_alone(|ctx| self.need(&family, est, ctx))
         })
     }
 
@@ -251,8 +283,9 @@ impl<K: Clone + Eq + Hash> Scheduler<K> {
     fn placement(&self, i: usize) -> Option<(usize, usize, u64)> {
         let c = &self.queue.get(i)?.candidate;
         let rung = self.rung(c)?;
-        let est = c.ladder.get(rung)?.1;
-        let (device, bytes) = self.devices.place(|ctx| self.need(&c.family, est, ctx))?;
+        let (batch, est) = *c.ladder.get(rung)?;
+        let family = correction_family(&c.family, batch);
+        let (device, bytes) = self.devices.place(|ctx| self.need(&family, est, ctx))?;
         Some((rung, device, bytes))
     }
 
@@ -267,16 +300,27 @@ impl<K: Clone + Eq + Hash> Scheduler<K> {
         {
             let q = self.queue.remove(i)?;
             let c = q.candidate;
-            let (floor, est) = c.ladder.last().copied().unwrap_or((Batch::new(0, 0), 0));
-            let need = self.need(&c.family, est, 0);
+            let (floor, est) = c
+                .ladder
+                .iter()
+                .copied()
+                .min_by_key(|&(b, est)| self.need(&correction_family(&c.family, b), est, 0))
+                .unwrap_or((Batch::new(0, 0), 0));
+            let family = correction_family(&c.family, floor);
+            let need = self.need(&family, est, 0);
             let reason = format!(
-                "the configuration needs about {:.2} GiB even at its smallest micro-batch {} \
+                "the configuration needs about {:.2} GiB even at its smallest micro-batch {}{} \
                  (estimate {:.2} GiB x learned factor {:.2} x margin {:.2}, plus the process context), \
                  more than any device offers alone; it was not launched",
                 need as f64 / super::GIB as f64,
                 floor.micro,
+                if floor.recompute {
+                    " with activation recomputation"
+                } else {
+                    ""
+                },
                 est as f64 / super::GIB as f64,
-                self.correction.factor(&c.family),
+                self.factor(&family),
                 1.0 + self.policy.safety_margin
             );
             return Some(Step::Infeasible { key: c.key, reason });
@@ -321,7 +365,7 @@ impl<K: Clone + Eq + Hash> Scheduler<K> {
             Running {
                 device,
                 reserved,
-                family: c.family,
+                family: correction_family(&c.family, batch),
                 estimate,
             },
         );
@@ -410,6 +454,57 @@ mod tests {
         assert!(l.shrunk);
         s.push(Candidate::new(1, "f", Batch::new(16, 1), 4, |_| 11 * GIB));
         assert!(matches!(s.decide(), Some(Step::Infeasible { key: 1, .. })));
+    }
+
+    /// A 10 GiB device; a configuration asking for micro-batch 16 at 1 GiB
+    /// per example, a third of that with recomputation.
+    fn lever(per_pass_examples: f64) -> Candidate<u32> {
+        let options = crate::executor::fit_options(Batch::new(16, 1), 4, |b| {
+            let t = 1.0 + per_pass_examples / f64::from(b.micro);
+            Some(t * if b.recompute { 1.33 } else { 1.0 })
+        });
+        Candidate::with_options(0, "f", options, |b| {
+            let per = if b.recompute { GIB / 3 } else { GIB };
+            u64::from(b.micro) * per
+        })
+    }
+
+    #[test]
+    fn recomputation_is_chosen_over_a_smaller_micro_batch_where_it_is_faster() {
+        // A fixed cost per pass worth 16 examples: per example, 16 costs
+        // 2.0, 8 costs 3.0, 16 with recomputation 2.66; only the latter two
+        // fit 10 GiB.
+        let mut s = one(10, QueuePolicy::Fifo);
+        s.push(lever(16.0));
+        let l = launched(s.decide());
+        assert_eq!((l.batch.micro, l.batch.recompute), (16, true));
+        assert_eq!(l.batch.effective(), 16);
+        assert!(l.shrunk);
+        // Where a pass costs little, the smaller micro-batch is faster.
+        let mut s = one(10, QueuePolicy::Fifo);
+        s.push(lever(0.5));
+        let l = launched(s.decide());
+        assert_eq!(
+            (l.batch.micro, l.batch.recompute, l.batch.accumulation),
+            (8, false, 2)
+        );
+        // What fits at no rung without recomputation still runs with it.
+        let mut s = one(2, QueuePolicy::Fifo);
+        s.push(lever(0.5));
+        let l = launched(s.decide());
+        assert_eq!((l.batch.micro, l.batch.recompute), (4, true));
+        // And is learned apart: a measured peak of a recomputing run does
+        // not move the family's own factor.
+        assert!(!s.end(
+            &0,
+            &TrialEnd {
+                measured: Some(3 * GIB),
+                ..Default::default()
+            }
+        ));
+        let ratio = 3.0 * GIB as f64 / (4 * (GIB / 3)) as f64;
+        assert!((s.correction().factor("f +recompute") - ratio).abs() < 1e-9);
+        assert_eq!(s.correction().factor("f"), 1.0);
     }
 
     #[test]

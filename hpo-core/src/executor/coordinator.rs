@@ -22,10 +22,12 @@ use super::devices::DeviceBudget;
 use super::fold::LineFolder;
 use super::worker::{self, Assignment, ORPHAN_STATUS, STORAGE_FAILURE_STATUS, WORKER_ENV};
 use super::{
-    batch_of, is_oom_text, shrink, Batch, MemoryEstimator, ACCUMULATION_ATTR, DEVICE_ATTR,
-    ESTIMATE_BYTES_ATTR, EXIT_ATTR, MICRO_BATCH_ATTR, NOT_STARTED_REASON, OOM_RETRIES_ATTR,
-    PEAK_BYTES_ATTR, PEAK_RSS_ATTR, RESERVED_BYTES_ATTR, STDERR_ATTR,
+    batch_of, fit_options, is_oom_text, smaller_option, Batch, MemoryEstimator, ACCUMULATION_ATTR,
+    DEVICE_ATTR, ESTIMATE_BYTES_ATTR, EXIT_ATTR, MICRO_BATCH_ATTR, NOT_STARTED_REASON,
+    OOM_RETRIES_ATTR, PEAK_BYTES_ATTR, PEAK_RSS_ATTR, RECOMPUTE_ATTR, RESERVED_BYTES_ATTR,
+    STDERR_ATTR,
 };
+use crate::distribution::ParamValue;
 use crate::error::{Error, Result};
 use crate::pruner::PrunerConfig;
 use crate::sampler::{Sampler, SamplerConfig};
@@ -34,7 +36,7 @@ use crate::study::Trial;
 use crate::study::{BudgetStep, BudgetWatch, DynObjective, Limits, Study, TrialRunner};
 use crate::trial::{FailureKind, FrozenTrial, TrialError, TrialState};
 use serde_json::Value;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -335,7 +337,6 @@ struct Worker {
     stderr: Arc<Mutex<VecDeque<String>>>,
     reader: Option<JoinHandle<()>>,
     launch: Launch<u64>,
-    min_micro: u32,
     timed_out: bool,
     /// When SIGTERM was sent after the trial timeout, or to stop the study.
     terminated: Option<Instant>,
@@ -631,13 +632,13 @@ impl Coordinator<'_> {
                 let batch = batch_of(&trial).unwrap_or(shape.batch);
                 let params = trial.params();
                 let estimator = Arc::clone(&self.config.estimator);
-                let candidate = Candidate::new(
-                    trial.id(),
-                    shape.family.clone(),
-                    batch,
-                    self.config.admission.min_micro_batch,
-                    |b| estimator.peak_bytes(&params, b),
-                );
+                let options = fit_options(batch, self.config.admission.min_micro_batch, |b| {
+                    estimator.relative_time(&params, b)
+                });
+                let candidate =
+                    Candidate::with_options(trial.id(), shape.family.clone(), options, |b| {
+                        estimator.peak_bytes(&params, b)
+                    });
                 self.sched.push(candidate);
                 self.held.insert(
                     trial.id(),
@@ -712,20 +713,23 @@ impl Coordinator<'_> {
         h.trial.set_system_attr(MICRO_BATCH_ATTR, l.batch.micro)?;
         h.trial
             .set_system_attr(ACCUMULATION_ATTR, l.batch.accumulation)?;
+        if l.batch.recompute {
+            h.trial.set_system_attr(RECOMPUTE_ATTR, true)?;
+        }
         h.trial.set_system_attr(DEVICE_ATTR, l.device)?;
         h.trial.set_system_attr(ESTIMATE_BYTES_ATTR, l.estimate)?;
         h.trial.set_system_attr(RESERVED_BYTES_ATTR, l.reserved)?;
         // What the estimator did not suggest of the trial's joint sample,
         // for the worker to suggest from.
         h.trial.record_relative_sample()?;
-        let min_micro = self.config.admission.min_micro_batch;
+        let relaunchable = self.smaller(&h.trial.params(), l.batch).is_some();
         let frozen = self.study.hand_over(h.trial)?;
         let assignment = Assignment {
             study: self.study.name().to_owned(),
             storage: self.config.storage_url.clone(),
             trial_id: frozen.id,
             heartbeat_ms: Some(self.heartbeat_ms),
-            relaunchable: shrink(l.batch, min_micro).is_some(),
+            relaunchable,
             parent: std::process::id(),
             host_peak: self.config.host_memory,
             pruner: self.pruner.clone(),
@@ -749,7 +753,6 @@ impl Coordinator<'_> {
                     stderr,
                     reader: Some(reader),
                     launch: l,
-                    min_micro,
                     timed_out: false,
                     terminated: None,
                     stopped: None,
@@ -904,7 +907,7 @@ impl Coordinator<'_> {
             let mut attrs = kind.attrs(reason);
             attrs.push((EXIT_ATTR.to_owned(), Value::from(cause)));
             attrs.push((STDERR_ATTR.to_owned(), Value::from(tail)));
-            let relaunchable = shrink(w.launch.batch, w.min_micro).is_some();
+            let relaunchable = self.smaller(&record.params(), w.launch.batch).is_some();
             if oom {
                 let mut config = serde_json::Map::new();
                 for (k, v) in record.params() {
@@ -915,6 +918,9 @@ impl Coordinator<'_> {
                     "accumulation".into(),
                     Value::from(w.launch.batch.accumulation),
                 );
+                if w.launch.batch.recompute {
+                    config.insert("recompute".into(), Value::from(true));
+                }
                 attrs.push((
                     FailureKind::OOM_CONFIG_ATTR.to_owned(),
                     Value::Object(config),
@@ -960,12 +966,24 @@ impl Coordinator<'_> {
             tracing::warn!(device = w.launch.device, "device out of rotation");
         }
         if oom {
-            if let Some(smaller) = shrink(w.launch.batch, w.min_micro) {
+            if let Some(smaller) = self.smaller(&record.params(), w.launch.batch) {
                 self.relaunch(&record, smaller)?;
             }
         }
         (self.callback)(self.study, &record);
         Ok(())
+    }
+
+    /// What an OOM of `params` at `failed` is relaunched with: the fastest
+    /// way to run it that needs less memory ([`smaller_option`]).
+    fn smaller(&self, params: &BTreeMap<String, ParamValue>, failed: Batch) -> Option<Batch> {
+        let estimator = &self.config.estimator;
+        smaller_option(
+            failed,
+            self.config.admission.min_micro_batch,
+            |b| estimator.relative_time(params, b),
+            |b| estimator.peak_bytes(params, b),
+        )
     }
 
     /// Re-enqueues an OOM trial's configuration with a smaller batch.
@@ -990,17 +1008,27 @@ impl Coordinator<'_> {
             ACCUMULATION_ATTR.to_owned(),
             Value::from(batch.accumulation),
         );
+        if batch.recompute {
+            system.insert(RECOMPUTE_ATTR.to_owned(), Value::from(true));
+        } else {
+            system.remove(RECOMPUTE_ATTR);
+        }
         let copy = self
             .study
             .storage()
             .create_trial(self.study.id(), Some(&template))?;
         self.relaunches_pending += 1;
         tracing::info!(
-            "trial {} ran out of memory; relaunched as trial {} with micro-batch {} x {} accumulation",
+            "trial {} ran out of memory; relaunched as trial {} with micro-batch {} x {} accumulation{}",
             failed.number,
             copy.number,
             batch.micro,
-            batch.accumulation
+            batch.accumulation,
+            if batch.recompute {
+                ", activations recomputed"
+            } else {
+                ""
+            }
         );
         Ok(())
     }

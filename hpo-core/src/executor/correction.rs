@@ -77,6 +77,11 @@ impl Correction {
         fitted * boost
     }
 
+    /// Whether anything was learned of `family` (a measurement or an OOM).
+    pub fn knows(&self, family: &str) -> bool {
+        self.families.contains_key(family)
+    }
+
     /// Measurements recorded for `family` (at most [`Correction::WINDOW`]).
     pub fn observations(&self, family: &str) -> usize {
         self.families.get(family).map_or(0, |f| f.ratios.len())

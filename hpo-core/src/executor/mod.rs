@@ -96,7 +96,7 @@ pub mod simulated;
 mod worker;
 
 pub use self::admission::{
-    AdmissionPolicy, Candidate, Launch, QueuePolicy, Scheduler, Step, TrialEnd,
+    correction_family, AdmissionPolicy, Candidate, Launch, QueuePolicy, Scheduler, Step, TrialEnd,
 };
 pub use self::coordinator::{
     ProcessConfig, DEFAULT_KILL_GRACE, LOOKAHEAD_INDEPENDENT, LOOKAHEAD_LEARNING,
@@ -107,7 +107,7 @@ pub use self::failure::{classify_text, is_oom_text, FailureText};
 pub use self::host::{cgroup_memory_limit, host_budget};
 pub use self::memory::Memory;
 pub use self::node::{gpus_from, node_gpus};
-pub use self::relaunch::{shrink, shrink_ladder};
+pub use self::relaunch::{fit_options, shrink, shrink_ladder, smaller_option};
 pub use self::worker::{
     batch_of, is_worker, record_peak, worker_main, worker_main_with, WORKER_ENV,
 };
@@ -125,6 +125,9 @@ pub const GIB: u64 = 1 << 30;
 pub const MICRO_BATCH_ATTR: &str = "hpo:micro_batch";
 /// System attribute: the gradient accumulation steps the executor runs the trial with.
 pub const ACCUMULATION_ATTR: &str = "hpo:accumulation";
+/// System attribute: `true` when the executor runs the trial with activation
+/// recomputation ([`Batch::recompute`]); absent otherwise.
+pub const RECOMPUTE_ATTR: &str = "hpo:recompute";
 /// System attribute: how many times this configuration was relaunched after an OOM.
 pub const OOM_RETRIES_ATTR: &str = "oom_retries";
 /// System attribute: the measured peak device memory of the trial, in bytes.
@@ -146,22 +149,36 @@ pub const STDERR_ATTR: &str = "hpo:stderr_tail";
 /// configuration is enqueued with it, for the study's next run.
 pub const NOT_STARTED_REASON: &str = "sampled ahead but not started: the study's time ran out or it was stopped before a worker was free; a WAITING copy of this configuration runs in the study's next run";
 
-/// A micro-batch and its gradient accumulation; their product is the effective batch.
+/// A micro-batch and its gradient accumulation (their product is the
+/// effective batch), and whether activations are recomputed in the backward
+/// pass instead of kept (the other memory lever, where the estimator offers
+/// it: [`MemoryEstimator::relative_time`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Batch {
     /// Examples per forward/backward pass (what device memory scales with).
     pub micro: u32,
     /// Passes accumulated per optimizer step.
     pub accumulation: u32,
+    /// Activation recomputation (gradient checkpointing): less memory, more
+    /// time per example.
+    #[serde(default)]
+    pub recompute: bool,
 }
 
 impl Batch {
-    /// A batch of `micro` examples per pass, `accumulation` passes per step.
+    /// A batch of `micro` examples per pass, `accumulation` passes per step,
+    /// activations kept.
     pub fn new(micro: u32, accumulation: u32) -> Self {
         Batch {
             micro,
             accumulation,
+            recompute: false,
         }
+    }
+
+    /// The same batch with activation recomputation on or off.
+    pub fn with_recompute(self, recompute: bool) -> Self {
+        Batch { recompute, ..self }
     }
 
     /// Examples per optimizer step.
@@ -210,4 +227,19 @@ pub trait MemoryEstimator: Send + Sync {
     /// Peak device memory in bytes of the configuration `params` run at
     /// `batch`, excluding the per-process context (the budget accounts for it).
     fn peak_bytes(&self, params: &BTreeMap<String, ParamValue>, batch: Batch) -> u64;
+
+    /// Training time per example of `params` at `batch`, in any unit the
+    /// estimator keeps the same across batches, or `None` when the
+    /// configuration cannot run at `batch` (activation recomputation not
+    /// offered, say). When a configuration does not fit as asked, the
+    /// executor runs it the fastest way that fits among the micro-batches of
+    /// its shrink ladder, with and without recomputation
+    /// ([`fit_options`]).
+    ///
+    /// The default offers no recomputation and prices every micro-batch the
+    /// same: the largest micro-batch that fits is taken.
+    fn relative_time(&self, params: &BTreeMap<String, ParamValue>, batch: Batch) -> Option<f64> {
+        let _ = params;
+        (!batch.recompute).then_some(1.0)
+    }
 }

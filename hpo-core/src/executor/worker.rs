@@ -19,6 +19,7 @@
 
 use super::{
     is_oom_text, Batch, ACCUMULATION_ATTR, MICRO_BATCH_ATTR, PEAK_BYTES_ATTR, PEAK_RSS_ATTR,
+    RECOMPUTE_ATTR,
 };
 use crate::distribution::{Distribution, Support};
 use crate::error::{Error, Result};
@@ -305,6 +306,9 @@ fn oom(trial: &Trial, message: String) -> TrialError {
     if let Some(b) = batch_of(trial) {
         config.insert("micro_batch".into(), Value::from(b.micro));
         config.insert("accumulation".into(), Value::from(b.accumulation));
+        if b.recompute {
+            config.insert("recompute".into(), Value::from(true));
+        }
     }
     TrialError::Oom {
         config: Value::Object(config),
@@ -353,16 +357,24 @@ fn watch_parent(parent: u32) {
 }
 
 /// The batch the executor runs `trial` with, when it set one (after shrinking
-/// to fit, or on an OOM relaunch). Objectives use it instead of their own
-/// batch parameters: `batch_of(trial).unwrap_or(Batch::new(batch, accum))`.
+/// to fit, or on an OOM relaunch), with whether to recompute activations.
+/// Objectives use it instead of their own batch parameters:
+/// `batch_of(trial).unwrap_or(Batch::new(batch, accum))`.
 pub fn batch_of(trial: &Trial) -> Option<Batch> {
     let attrs = &trial.frozen().system_attrs;
     let micro = attrs.get(MICRO_BATCH_ATTR)?.as_u64()?;
     let accumulation = attrs.get(ACCUMULATION_ATTR)?.as_u64()?;
-    Some(Batch::new(
-        u32::try_from(micro).ok()?,
-        u32::try_from(accumulation).ok()?,
-    ))
+    let recompute = attrs
+        .get(RECOMPUTE_ATTR)
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    Some(
+        Batch::new(
+            u32::try_from(micro).ok()?,
+            u32::try_from(accumulation).ok()?,
+        )
+        .with_recompute(recompute),
+    )
 }
 
 /// Records the trial's measured peak device memory (bytes), from which the

@@ -10,7 +10,8 @@
 use hpo_core::executor::simulated::{simulate, Policy, Workload};
 use hpo_core::executor::{
     self, AdmissionPolicy, Batch, MemoryEstimator, ProcessConfig, QueuePolicy, Shape,
-    ACCUMULATION_ATTR, EXIT_ATTR, GIB, MICRO_BATCH_ATTR, OOM_RETRIES_ATTR, STDERR_ATTR,
+    ACCUMULATION_ATTR, EXIT_ATTR, GIB, MICRO_BATCH_ATTR, OOM_RETRIES_ATTR, RECOMPUTE_ATTR,
+    STDERR_ATTR,
 };
 use hpo_core::pruner::{Decision, MedianPruner, NopPruner, Pruner};
 use hpo_core::storage::SqliteStorage;
@@ -28,8 +29,18 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const MODES: [&str; 10] = [
-    "ok", "slow", "panic", "abort", "signal", "hang", "oom", "oom_told", "report", "extra",
+const MODES: [&str; 11] = [
+    "ok",
+    "slow",
+    "panic",
+    "abort",
+    "signal",
+    "hang",
+    "oom",
+    "oom_told",
+    "report",
+    "extra",
+    "recompute_only",
 ];
 const BEAT: Duration = Duration::from_millis(100);
 const GRACE: Duration = Duration::from_millis(1500);
@@ -119,6 +130,11 @@ fn objective(trial: &mut Trial) -> Result<f64, TrialError> {
                 "CUDA error: out of memory (tried to allocate {} GiB)",
                 run.micro
             );
+            std::process::abort()
+        }
+        // Fits only with activation recomputation, at any micro-batch.
+        "recompute_only" if !run.recompute => {
+            eprintln!("CUDA error: out of memory (activations kept)");
             std::process::abort()
         }
         // Says so, as an objective that catches it would.
@@ -1022,6 +1038,79 @@ fn executor_an_infeasible_config_never_launches_and_a_big_one_is_shrunk() {
     );
     assert_eq!(t.system_attrs[ACCUMULATION_ATTR], json!(8));
     assert!(marker_dir(&name).join(format!("ran-{again}")).exists());
+}
+
+/// [`TestEstimator`]'s sizes, a quarter of them with activation
+/// recomputation, which costs a third more time per example; a pass costs
+/// as much as 16 examples more, so halving the micro-batch is dear.
+struct RecomputeEstimator;
+
+impl MemoryEstimator for RecomputeEstimator {
+    fn propose(&self, trial: &mut Trial) -> Result<Shape, TrialError> {
+        TestEstimator.propose(trial)
+    }
+
+    fn peak_bytes(&self, params: &BTreeMap<String, ParamValue>, batch: Batch) -> u64 {
+        let kept = TestEstimator.peak_bytes(params, batch);
+        if batch.recompute {
+            kept / 4
+        } else {
+            kept
+        }
+    }
+
+    fn relative_time(&self, _params: &BTreeMap<String, ParamValue>, batch: Batch) -> Option<f64> {
+        let per_example = 1.0 + 16.0 / f64::from(batch.micro);
+        Some(per_example * if batch.recompute { 1.33 } else { 1.0 })
+    }
+}
+
+#[test]
+fn executor_recomputes_activations_where_that_is_faster_than_a_smaller_micro_batch() {
+    let (_db, url) = temp_db("recompute");
+    let name = format!("recompute-{}", std::process::id());
+    let study = study_on(&url, &name);
+    let with = |gib: u64| {
+        ProcessConfig::new(&url, Arc::new(RecomputeEstimator))
+            .budget(gib * GIB)
+            .trial_timeout(Duration::from_secs(20))
+            .worker_args(worker_args())
+    };
+    // 16 GiB as asked does not fit 8; recomputing at 16 (4 GiB, 2.66 per
+    // example) is faster than micro-batch 4 (4 GiB, 5.0), and the worker
+    // is told (it would die otherwise).
+    let fitted = enqueue(&study, "recompute_only", 16);
+    study
+        .optimize_with(Optimize::new().trials(1).processes(with(8)), objective)
+        .unwrap();
+    let t = &study.trials().unwrap()[fitted as usize];
+    assert_eq!(t.state, TrialState::Complete, "{:?}", t.system_attrs);
+    assert_eq!(t.system_attrs[MICRO_BATCH_ATTR], json!(16));
+    assert_eq!(t.system_attrs[ACCUMULATION_ATTR], json!(1));
+    assert_eq!(t.system_attrs[RECOMPUTE_ATTR], json!(true));
+    assert!(t.system_attrs.get(OOM_RETRIES_ATTR).is_none());
+
+    // Admitted as asked where it fits, then out of memory: relaunched at
+    // the same micro-batch with recomputation, not at half of it.
+    let first = enqueue(&study, "recompute_only", 16);
+    study
+        .optimize_with(Optimize::new().trials(1).processes(with(64)), objective)
+        .unwrap();
+    let trials = by_number(&study);
+    let chain: Vec<_> = trials
+        .iter()
+        .filter(|t| {
+            t.number == first || t.system_attrs.get(FAILED_TRIAL_ATTR) == Some(&json!(first))
+        })
+        .collect();
+    assert_eq!(chain.len(), 2, "{chain:#?}");
+    assert_eq!(chain[0].failure(), Some(FailureKind::Oom));
+    assert!(chain[0].system_attrs.get(RECOMPUTE_ATTR).is_none());
+    let last = chain[1];
+    assert_eq!(last.state, TrialState::Complete);
+    assert_eq!(last.system_attrs[MICRO_BATCH_ATTR], json!(16));
+    assert_eq!(last.system_attrs[RECOMPUTE_ATTR], json!(true));
+    assert_eq!(last.value(), Some(16.0 + 0.016), "same effective batch");
 }
 
 #[test]
