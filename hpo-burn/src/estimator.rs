@@ -8,7 +8,8 @@
 //! need at this micro-batch*. [`TrainingEstimator`] answers the first with a
 //! function the user gives (typically the objective's own sampling, ending in
 //! [`Sizing::of_run`]) and the second with
-//! [`estimate_training_memory`] at the micro-batch the executor asks about,
+//! [`crate::memory::estimate_training_memory_with`] at the micro-batch (and
+//! activation recomputation) the executor asks about,
 //! so shrinking (micro-batch halved, accumulation doubled) is priced
 //! correctly. The trial's *family* is its model (preset or checkpoint name):
 //! the analytic estimate misses the same buffers for every configuration of
@@ -20,7 +21,7 @@
 //! ([`host_budget`]).
 
 use crate::error::{Error, Result};
-use crate::memory::{device_memory, estimate_training_memory, Precision};
+use crate::memory::{device_memory, estimate_training_memory_with, Precision};
 use crate::model::ModelConfig;
 use crate::task::{RunSpec, TextTask};
 use hpo_core::executor::{Batch, MemoryEstimator, Shape};
@@ -46,6 +47,56 @@ pub struct Sizing {
     /// with [`Sizing::calibrated`]. The executor's learned correction
     /// applies on top.
     pub calibration: f64,
+    /// How time per example depends on the micro-batch and on activation
+    /// recomputation, by which the executor chooses how to fit a
+    /// configuration that does not fit as asked; `None` offers no
+    /// recomputation (the executor then only shrinks the micro-batch).
+    pub step_time: Option<StepTime>,
+}
+
+/// How a run's time per example depends on its micro-batch and on
+/// activation recomputation ([`crate::train::recompute`]): per example, a
+/// pass of `m` sequences of `s` tokens costs `1 + pass_tokens / (m·s)`
+/// (a fixed cost per pass, worth `pass_tokens` tokens of work, shared by
+/// fewer examples when the micro-batch shrinks), times
+/// `recompute_factor` with recomputation (its extra forward pass).
+///
+/// The executor runs a configuration that does not fit as asked the
+/// fastest way that fits ([`hpo_core::executor::fit_options`]): with these
+/// figures, halving the micro-batch first while a pass still holds
+/// thousands of tokens, recomputation first once halving would cost more
+/// than the extra forward pass, and recomputation alone at the
+/// micro-batch floor.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepTime {
+    /// The fixed cost of a pass, in tokens.
+    pub pass_tokens: f64,
+    /// Step time with recomputation over step time without.
+    pub recompute_factor: f64,
+}
+
+impl StepTime {
+    /// Measured on the CPU backend (`cargo run --release -p hpo-burn
+    /// --example recompute`, `bench/results/recompute.md`, 2 cores):
+    /// BERT-base's time per example at micro-batch 4 against 16 x 128
+    /// tokens, and the median time factor of recomputation over its rows.
+    /// No GPU has measured either (the book's "Training with burn" says
+    /// what that leaves open); they stand for every backend until one does.
+    pub const MEASURED_CPU: StepTime = StepTime {
+        pass_tokens: 0.0,
+        recompute_factor: 1.0,
+    };
+
+    /// Time per example of `batch` at sequences of `len` tokens (relative).
+    pub fn per_example(&self, batch: Batch, len: usize) -> f64 {
+        let tokens = (f64::from(batch.micro) * len as f64).max(1.0);
+        let pass = 1.0 + self.pass_tokens.max(0.0) / tokens;
+        if batch.recompute {
+            pass * self.recompute_factor
+        } else {
+            pass
+        }
+    }
 }
 
 /// burn-cuda 0.21's measured peak (cubecl's reserved bytes) over the
@@ -92,10 +143,26 @@ impl Sizing {
                 .min(model.max_len())
                 .min(task.longest_train_tokens()?.max(1)),
             model,
-            batch: Batch::new(micro, accumulation),
+            batch: Batch::new(micro, accumulation).with_recompute(spec.train.recompute),
             precision: Precision::F32,
             calibration: 1.0,
+            step_time: Some(StepTime::MEASURED_CPU),
         })
+    }
+
+    /// The same sizing with `step_time` (`None`: no recomputation offered).
+    pub fn timed(mut self, step_time: Option<StepTime>) -> Self {
+        self.step_time = step_time;
+        self
+    }
+
+    /// Time per example at `batch`, relative, or `None` when `batch`
+    /// recomputes and this sizing offers no recomputation.
+    pub fn relative_time(&self, batch: Batch) -> Option<f64> {
+        match self.step_time {
+            Some(t) => Some(t.per_example(batch, self.max_len)),
+            None => (!batch.recompute).then_some(1.0),
+        }
     }
 
     /// The same sizing with the backend's measured calibration (for
@@ -108,14 +175,15 @@ impl Sizing {
         self
     }
 
-    /// Estimated peak device memory at `batch` (only its micro-batch
-    /// counts), times the calibration.
+    /// Estimated peak device memory at `batch` (its micro-batch and whether
+    /// it recomputes), times the calibration.
     pub fn peak_bytes(&self, batch: Batch) -> u64 {
-        let analytic = estimate_training_memory(
+        let analytic = estimate_training_memory_with(
             &self.model,
             batch.micro as usize,
             self.max_len,
             self.precision,
+            batch.recompute,
         )
         .total();
         (analytic as f64 * self.calibration).round() as u64
@@ -204,6 +272,10 @@ impl MemoryEstimator for TrainingEstimator {
         self.sizing(params)
             .map_or(u64::MAX, |sizing| sizing.peak_bytes(batch))
     }
+
+    fn relative_time(&self, params: &BTreeMap<String, ParamValue>, batch: Batch) -> Option<f64> {
+        self.sizing(params)?.relative_time(batch)
+    }
 }
 
 /// The memory budget of CUDA device `index`: its total from NVML, capped at
@@ -232,6 +304,7 @@ pub fn host_budget(cap: Option<u64>) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::estimate_training_memory;
     use crate::model::Preset;
     use hpo_core::executor::GIB;
     use hpo_core::{RandomSampler, Study};
@@ -244,6 +317,10 @@ mod tests {
             batch: Batch::new(micro, 1),
             precision: Precision::F32,
             calibration: 1.0,
+            step_time: Some(StepTime {
+                pass_tokens: 512.0,
+                recompute_factor: 1.3,
+            }),
         }
     }
 
@@ -293,6 +370,27 @@ mod tests {
         let large = sizing(Preset::Large, 8);
         assert_ne!(base.family, large.family);
         assert!(large.peak_bytes(base.batch) > base.peak_bytes(base.batch));
+    }
+
+    #[test]
+    fn recomputation_is_priced_in_memory_and_time_and_can_be_withheld() {
+        let s = sizing(Preset::Large, 32);
+        let (kept, again) = (Batch::new(32, 1), Batch::new(32, 1).with_recompute(true));
+        assert!(s.peak_bytes(again) < s.peak_bytes(kept));
+        // 512 tokens per pass against 4,096 per pass: 1.125; x 1.3 recomputed.
+        assert!((s.relative_time(kept).unwrap() - 1.125).abs() < 1e-12);
+        assert!((s.relative_time(again).unwrap() - 1.4625).abs() < 1e-12);
+        // Halving to 16 (1.25) is faster than recomputing at 32 (1.46);
+        // halving again to 8 (1.5) is not.
+        let options = hpo_core::executor::fit_options(kept, 1, |b| s.relative_time(b));
+        let order: Vec<(u32, bool)> = options.iter().map(|b| (b.micro, b.recompute)).collect();
+        assert_eq!(
+            &order[..4],
+            &[(32, false), (16, false), (32, true), (8, false)]
+        );
+        let plain = s.clone().timed(None);
+        assert_eq!(plain.relative_time(again), None);
+        assert_eq!(plain.relative_time(kept), Some(1.0));
     }
 
     #[test]

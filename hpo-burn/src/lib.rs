@@ -108,7 +108,9 @@ pub mod train;
 pub use crate::cache::{ModelCache, ALL_MINILM_L6_V2};
 pub use crate::data::{load_tsv, Dataset, Example, Text, TsvSpec};
 pub use crate::error::{Error, OomConfig, OomExhausted, Result};
-pub use crate::memory::{estimate_training_memory, MemoryEstimate, MemoryGuard, Precision};
+pub use crate::memory::{
+    estimate_training_memory, estimate_training_memory_with, MemoryEstimate, MemoryGuard, Precision,
+};
 pub use crate::model::{BertClassifier, ModelConfig, Pooling, Preset};
 pub use crate::pretrained::Checkpoint;
 pub use crate::task::{run, run_with_model, RunSpec, TextTask, DEFAULT_TRAINED_VOCAB};

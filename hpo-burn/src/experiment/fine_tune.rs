@@ -37,7 +37,7 @@ impl<B: AutodiffBackend> Trained<B> {
 
 /// Trains `spec` on `task` as `trial`: at the micro-batch and accumulation
 /// the executor chose when it chose one (after an OOM, or to fit: the same
-/// effective batch), reporting each epoch to the pruner, and, when `store`
+/// effective batch), recomputing activations when it said so, reporting each epoch to the pruner, and, when `store`
 /// is given, storing the model as the trial's artifacts (see
 /// [`super::saved_model`]) so any process can use it after the study.
 ///
@@ -54,6 +54,7 @@ pub fn fine_tune<B: AutodiffBackend>(
     if let Some(batch) = executor::batch_of(trial) {
         spec.train.micro_batch = batch.micro as usize;
         spec.train.accumulation = batch.accumulation as usize;
+        spec.train.recompute = batch.recompute;
     }
     let (model, report) =
         run_with_model::<B, _>(task, &spec, MemoryGuard::Unlimited, device, trial)?;

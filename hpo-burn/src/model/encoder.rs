@@ -250,15 +250,24 @@ impl<B: Backend> Encoder<B> {
     /// len]` is true at padding positions, which no position attends to.
     pub fn forward(&self, x: Tensor<B, 3>, mask_pad: Tensor<B, 2, Bool>) -> Tensor<B, 3> {
         let [batch, len, width] = x.dims();
-        let shape = Shape { batch, len };
-        let mask = mask_pad.reshape([batch, 1, 1, len]);
-        let heads = self.layers.first().map_or(1, |l| l.mha.n_heads);
-        let relative = self.relative.as_ref().map(|r| r.prepare(batch, heads, len));
+        let inputs = self.layer_inputs(mask_pad);
         let mut h = x.reshape([batch * len, width]);
         for layer in &self.layers {
-            h = layer.forward(h, shape, mask.clone(), relative.as_ref());
+            h = layer.forward(h, &inputs);
         }
         h.reshape([batch, len, width])
+    }
+
+    /// What every layer reads for a batch whose padding is `mask_pad`
+    /// `[batch, len]`, besides the hidden states.
+    pub fn layer_inputs(&self, mask_pad: Tensor<B, 2, Bool>) -> LayerInputs<B> {
+        let [batch, len] = mask_pad.dims();
+        let heads = self.layers.first().map_or(1, |l| l.mha.n_heads);
+        LayerInputs {
+            shape: Shape { batch, len },
+            mask: mask_pad.reshape([batch, 1, 1, len]),
+            relative: self.relative.as_ref().map(|r| r.prepare(batch, heads, len)),
+        }
     }
 }
 
@@ -269,16 +278,60 @@ struct Shape {
     len: usize,
 }
 
+/// What every encoder layer reads for one batch besides its hidden states:
+/// how the rows split into sequences, the padding mask, and DeBERTa's
+/// relative positions ([`Encoder::layer_inputs`]).
+#[derive(Debug, Clone)]
+pub struct LayerInputs<B: Backend> {
+    shape: Shape,
+    mask: Tensor<B, 4, Bool>,
+    relative: Option<RelativeInputs<B>>,
+}
+
+impl<B: Backend> LayerInputs<B> {
+    /// DeBERTa's (normed) relative embeddings `[2 · span, width]`, shared by
+    /// every layer; `None` for the other families.
+    pub fn relative_table(&self) -> Option<Tensor<B, 2>> {
+        self.relative.as_ref().map(|r| r.table.clone())
+    }
+
+    /// The same inputs with `table` in place of the relative embeddings
+    /// (unchanged when there are none).
+    pub fn with_relative_table(mut self, table: Tensor<B, 2>) -> Self {
+        if let Some(r) = &mut self.relative {
+            r.table = table;
+        }
+        self
+    }
+
+    /// The same inputs as tensors of another backend (the autodiff
+    /// backend's inner one, or back): the mask and gather indices as they
+    /// are, the relative embeddings through `table`.
+    pub fn map<B2: Backend>(
+        self,
+        table: impl FnOnce(Tensor<B, 2>) -> Tensor<B2, 2>,
+        mask: impl FnOnce(Tensor<B, 4, Bool>) -> Tensor<B2, 4, Bool>,
+        index: impl Fn(Tensor<B, 4, Int>) -> Tensor<B2, 4, Int>,
+    ) -> LayerInputs<B2> {
+        LayerInputs {
+            shape: self.shape,
+            mask: mask(self.mask),
+            relative: self.relative.map(|r| RelativeInputs {
+                table: table(r.table),
+                c2p: index(r.c2p),
+                p2c: index(r.p2c),
+            }),
+        }
+    }
+}
+
 impl<B: Backend> EncoderLayer<B> {
-    fn forward(
-        &self,
-        h: Tensor<B, 2>,
-        shape: Shape,
-        mask: Tensor<B, 4, Bool>,
-        relative: Option<&RelativeInputs<B>>,
-    ) -> Tensor<B, 2> {
+    /// The layer over `h` `[batch · len, width]` (the rows of a batch's
+    /// hidden states), with the batch's [`LayerInputs`].
+    pub fn forward(&self, h: Tensor<B, 2>, inputs: &LayerInputs<B>) -> Tensor<B, 2> {
+        let (shape, mask) = (inputs.shape, inputs.mask.clone());
         // DeBERTa drops out the relative embeddings in every layer.
-        let relative = relative.map(|r| RelativeInputs {
+        let relative = inputs.relative.as_ref().map(|r| RelativeInputs {
             table: self.dropout.forward(r.table.clone()),
             ..r.clone()
         });

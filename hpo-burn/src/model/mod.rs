@@ -14,9 +14,10 @@ mod dropout;
 mod encoder;
 
 pub use self::config::{ModelConfig, Pooling, Preset, Relative};
-pub use self::dropout::Dropout;
+pub use self::dropout::{record_masks, replay_masks, Dropout, MaskTape};
 pub use self::encoder::{
-    Encoder, EncoderConfig, EncoderLayer, FeedForward, RelativePositions, SelfAttention,
+    Encoder, EncoderConfig, EncoderLayer, FeedForward, LayerInputs, RelativePositions,
+    SelfAttention,
 };
 
 use self::cpu_ops::gelu;
@@ -166,6 +167,17 @@ impl<B: Backend> BertClassifier<B> {
         segment_ids: Tensor<B, 2, Int>,
         mask_pad: Tensor<B, 2, Bool>,
     ) -> Tensor<B, 3> {
+        self.encoder
+            .forward(self.embed(input_ids, segment_ids), mask_pad)
+    }
+
+    /// The embedding block's output `[batch, len, hidden]`, the first
+    /// encoder layer's input: embeddings summed, normed and dropped out.
+    pub fn embed(
+        &self,
+        input_ids: Tensor<B, 2, Int>,
+        segment_ids: Tensor<B, 2, Int>,
+    ) -> Tensor<B, 3> {
         let e = &self.embeddings;
         let offset = e.position_offset;
         let x = match (&e.position, &e.segment) {
@@ -189,8 +201,7 @@ impl<B: Backend> BertClassifier<B> {
                 x
             }
         };
-        let x = e.dropout.forward(layer_norm(&e.norm, e.norm_eps, x));
-        self.encoder.forward(x, mask_pad)
+        e.dropout.forward(layer_norm(&e.norm, e.norm_eps, x))
     }
 
     /// The mean of the last hidden states over non-padding positions
@@ -209,9 +220,14 @@ impl<B: Backend> BertClassifier<B> {
         segment_ids: Tensor<B, 2, Int>,
         mask_pad: Tensor<B, 2, Bool>,
     ) -> Tensor<B, 2> {
-        let [batch, _] = input_ids.dims();
         let x = self.encode(input_ids, segment_ids, mask_pad.clone());
-        let [_, _, hidden] = x.dims();
+        self.classify(x, mask_pad)
+    }
+
+    /// Class logits `[batch, classes]` from the encoder's last hidden states
+    /// `[batch, len, hidden]`: pooled, then the pooler and the head.
+    pub fn classify(&self, x: Tensor<B, 3>, mask_pad: Tensor<B, 2, Bool>) -> Tensor<B, 2> {
+        let [batch, _, hidden] = x.dims();
         let pooled = if self.mean_pool {
             Self::mean_pool(x, mask_pad)
         } else {

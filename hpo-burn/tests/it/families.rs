@@ -284,3 +284,87 @@ fn unknown_layouts_and_unconverted_folders_are_refused_by_name() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Every parameter's gradient in `grads`, in the model's order.
+fn all_gradients(
+    model: &BertClassifier<Cpu>,
+    grads: &hpo_burn::burn::optim::GradientsParams,
+) -> Vec<Vec<f32>> {
+    use hpo_burn::burn::module::{Module, ModuleVisitor, Param};
+    struct Collect<'a>(&'a hpo_burn::burn::optim::GradientsParams, Vec<Vec<f32>>);
+    impl ModuleVisitor<Cpu> for Collect<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Cpu, D>>) {
+            let g = self.0.get::<CpuInference, D>(param.id);
+            self.1
+                .push(g.map_or_else(Vec::new, |g| g.into_data().to_vec().unwrap()));
+        }
+    }
+    let mut c = Collect(grads, Vec::new());
+    model.visit(&mut c);
+    c.1
+}
+
+/// Activation recomputation gives each family's transformers loss and the
+/// ordinary step's gradients.
+fn recomputed_step_matches(family: &str) {
+    use hpo_burn::batch::Batch;
+    use hpo_burn::burn::optim::GradientsParams;
+    use hpo_burn::train::recompute::recomputed_gradients;
+    let e = expected(family);
+    let checkpoint = Checkpoint::open(folder(family)).unwrap();
+    let train = model::<Cpu>(&checkpoint);
+    let labels = || {
+        Tensor::<Cpu, 1, Int>::from_data(
+            TensorData::new(e.labels.clone(), [e.labels.len()]),
+            &Default::default(),
+        )
+    };
+    let criterion = CrossEntropyLossConfig::new().init(&Default::default());
+    let (ids, segments, pad) = inputs::<Cpu>(&e);
+    let loss = criterion.forward(train.forward(ids, segments, pad), labels());
+    let ordinary = all_gradients(
+        &train,
+        &GradientsParams::from_grads(loss.backward(), &train),
+    );
+
+    let (ids, segments, pad) = inputs::<Cpu>(&e);
+    let [size, len] = ids.dims();
+    let batch = Batch {
+        input_ids: ids,
+        segment_ids: segments,
+        mask_pad: pad,
+        labels: labels(),
+        size,
+        len,
+        tokens: size * len,
+    };
+    let (value, grads) = recomputed_gradients(&train, batch, |logits| {
+        let loss = criterion.forward(logits, labels());
+        Ok((f64::from(loss.clone().into_scalar()), loss))
+    })
+    .unwrap();
+    assert!(
+        (value - e.loss).abs() < 1e-5,
+        "{family}: loss {value} against transformers' {}",
+        e.loss
+    );
+    let recomputed = all_gradients(&train, &grads);
+    assert_eq!(ordinary.len(), recomputed.len());
+    for (i, (a, b)) in ordinary.iter().zip(&recomputed).enumerate() {
+        assert_eq!(a.len(), b.len(), "{family}: parameter {i}");
+        let scale = a.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-8);
+        let d = max_abs_diff(a, b);
+        assert!(
+            d <= 1e-4 * scale,
+            "{family}: parameter {i} off by {d} (scale {scale})"
+        );
+    }
+    assert!(ordinary.iter().filter(|g| !g.is_empty()).count() > 20);
+}
+
+#[test]
+fn recomputed_steps_match_for_every_family() {
+    for family in ["bert", "roberta", "deberta"] {
+        recomputed_step_matches(family);
+    }
+}
