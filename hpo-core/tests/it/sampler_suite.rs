@@ -447,12 +447,17 @@ fn sampler_variants_set_config_fields_and_name_their_counterpart() {
         in_flight: 1,
     };
     let variant = r#"tpe:{"n_ei_candidates":24,"min_ei_candidates":24,"ei_budget":null,"prior_weight":1.0,"group":false}"#;
+    // The defaults before issue 37 (hpo's own settings).
+    let former = r#"tpe:{"n_ei_candidates":128,"ei_budget":32768,"prior_weight":0.5,"group":true}"#;
     let a = suite::run_suite(&spec(vec!["tpe_optuna".into()]), 1, |_| ()).unwrap();
     let b = suite::run_suite(&spec(vec![variant.into()]), 1, |_| ()).unwrap();
     let c = suite::run_suite(&spec(vec!["tpe".into()]), 1, |_| ()).unwrap();
+    let d = suite::run_suite(&spec(vec![former.into()]), 1, |_| ()).unwrap();
     let traj = |r: &[suite::Record]| r.iter().map(|r| r.trajectory.clone()).collect::<Vec<_>>();
     assert_eq!(traj(&a), traj(&b));
-    assert_ne!(traj(&a), traj(&c));
+    // The defaults are Optuna's settings since issue 37.
+    assert_eq!(traj(&a), traj(&c));
+    assert_ne!(traj(&a), traj(&d));
     assert!(suite::make_sampler(r#"tpe:{"no_such_field":1}"#, 0).is_err());
     assert!(suite::make_sampler("random:{}", 0).is_err());
     assert_eq!(suite::optuna_counterpart(variant), "tpe");
