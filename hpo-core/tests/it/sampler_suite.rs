@@ -462,6 +462,7 @@ fn sampler_variants_set_config_fields_and_name_their_counterpart() {
     assert!(suite::make_sampler("random:{}", 0).is_err());
     assert_eq!(suite::optuna_counterpart(variant), "tpe");
     assert_eq!(suite::optuna_counterpart("tpe_optuna"), "tpe");
+    assert_eq!(suite::optuna_counterpart(r#"auto:{"gp_until":50}"#), "tpe");
     assert_eq!(suite::optuna_counterpart(r#"cmaes:{"popsize":8}"#), "cmaes");
 }
 
