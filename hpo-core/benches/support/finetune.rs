@@ -109,9 +109,9 @@ pub fn finetune(t: &mut Trial) -> hpo_core::Result<Outcome> {
 
 /// Space 4 (held-out): family and size as two choices on a 16 GB card, with
 /// size-specific parameters (layer-wise learning-rate decay for large
-/// models, frozen layers for base ones) and a precision (fp16 and bf16 halve
-/// memory; DeBERTa overflows in fp16 at higher rates); the learning rate
-/// does not depend on the batch. Minimum 0.10 (roberta-large, layer decay
+/// models, frozen layers for base ones) and a precision (fp16 and bf16 take
+/// 60 % of fp32's memory; DeBERTa overflows in fp16 at higher rates); the
+/// learning rate does not depend on the batch. Minimum 0.10 (roberta-large, layer decay
 /// 0.8).
 pub fn family_size(t: &mut Trial) -> hpo_core::Result<Outcome> {
     let family = t.suggest_categorical("family", &["bert", "roberta", "deberta"])?;
