@@ -2,7 +2,8 @@
 
 The same problems as `hpo-core/benches/support/suite.rs`: BBOB f1..f24 (COCO's
 own implementation, `cocoex`) as float parameters x0..x{d-1} in [-5, 5], and
-the two mixed spaces, written here line for line as in Rust (same parameter
+the eight mixed spaces (3 to 8 are the fine-tuning spaces of
+`hpo-core/benches/support/finetune.rs`), written here line for line as in Rust (same parameter
 names, distributions, values and failing regions). Optuna 5.0's default
 `TPESampler`, `RandomSampler` and `CmaEsSampler` (seeded 0..seeds-1; CMA-ES
 samples the mixed spaces' categorical and conditional parameters
@@ -144,7 +145,311 @@ def schedule(t):
     )
 
 
-MIXED = {1: ("mixed1_model_choice", model_choice), 2: ("mixed2_schedule", schedule)}
+# The fine-tuning spaces 3 to 8 (`hpo-core/benches/support/finetune.rs`), line
+# for line: a transformer classifier fine-tuned on one GPU.
+
+
+def footprint(model):
+    """Weights, gradients and Adam's states (GB), and activations per 4096 tokens."""
+    return {
+        "distilbert-base": (0.8, 0.7),
+        "bert-base": (1.5, 1.3),
+        "roberta-base": (1.6, 1.3),
+        "deberta-base": (1.8, 1.6),
+        "bert-large": (4.0, 4.0),
+        "roberta-large": (4.2, 4.0),
+    }.get(model, (4.5, 5.0))
+
+
+def memory_gb(model, batch, length, state, act_scale):
+    w, a = footprint(model)
+    return w * state + a * (batch * length) / 4096.0 * act_scale
+
+
+MODELS = ["bert-base", "roberta-base", "deberta-base", "bert-large", "roberta-large", "deberta-large"]
+
+
+def finetune(t):
+    """Mixed space 3 (`finetune::finetune`); minimum 0.08."""
+    model = t.suggest_categorical("model", MODELS)
+    lr = t.suggest_float("lr", 1e-6, 1e-3, log=True)
+    batch = t.suggest_categorical("batch_size", [8, 16, 32, 48, 64])
+    length = t.suggest_int("max_length", 128, 512, step=32)
+    accumulation = t.suggest_int("accumulation", 1, 8)
+    dropout = t.suggest_float("dropout", 0.0, 0.3)
+    warmup = t.suggest_float("warmup_ratio", 0.0, 0.2)
+    wd = t.suggest_float("weight_decay", 1e-5, 1e-1, log=True)
+    gb = memory_gb(model, batch, length, 1.0, 1.0)
+    if gb > 24.0:
+        raise Failed("out of memory")
+    large = model.endswith("large")
+    eff = float(batch * accumulation)
+    lr_opt = (-5.0 if large else -4.7) + 0.5 * math.log10(eff / 64.0)
+    if math.log10(lr) > lr_opt + 0.8 + 10.0 * warmup:
+        raise Failed("diverged")
+    base = {
+        "bert-base": 0.15,
+        "roberta-base": 0.13,
+        "deberta-base": 0.12,
+        "bert-large": 0.11,
+        "roberta-large": 0.09,
+    }.get(model, 0.08)
+    return (
+        base
+        + 0.02 * (math.log10(lr) - lr_opt) ** 2
+        + 0.06 * max((384 - length) / 384.0, 0.0)
+        + 0.01 * (math.log2(eff) - 6.0) ** 2
+        + 0.3 * (dropout - 0.1) ** 2
+        + 0.5 * (warmup - 0.06) ** 2
+        + 0.004 * (math.log10(wd) + 2.0) ** 2
+    )
+
+
+def family_size(t):
+    """Mixed space 4 (`finetune::family_size`); minimum 0.10."""
+    family = t.suggest_categorical("family", ["bert", "roberta", "deberta"])
+    size = t.suggest_categorical("size", ["base", "large"])
+    model = f"{family}-{size}"
+    large = size == "large"
+    if large:
+        decay = t.suggest_float("layer_decay", 0.5, 1.0)
+        size_term = 0.2 * (decay - 0.8) ** 2
+    else:
+        frozen = t.suggest_int("freeze_layers", 0, 6)
+        size_term = 0.002 * (frozen - 2.0) ** 2
+    precision = t.suggest_categorical("precision", ["fp32", "fp16", "bf16"])
+    lr = t.suggest_float("lr", 1e-6, 1e-3, log=True)
+    batch = t.suggest_categorical("batch_size", [8, 16, 32, 64])
+    length = t.suggest_int("max_length", 64, 512, step=64)
+    warmup = t.suggest_int("warmup_steps", 0, 1000, step=100)
+    wd = t.suggest_float("weight_decay", 1e-5, 1e-1, log=True)
+    dropout = t.suggest_float("dropout", 0.0, 0.3)
+    scale = 1.0 if precision == "fp32" else 0.6
+    gb = memory_gb(model, batch, length, scale, scale)
+    if gb > 16.0:
+        raise Failed("out of memory")
+    if family == "deberta" and precision == "fp16" and math.log10(lr) > -4.7:
+        raise Failed("fp16 overflow (nan loss)")
+    if large and math.log10(lr) > -4.0:
+        raise Failed("diverged")
+    base = {
+        "bert-base": 0.16,
+        "roberta-base": 0.14,
+        "deberta-base": 0.135,
+        "bert-large": 0.13,
+        "roberta-large": 0.10,
+    }.get(model, 0.105)
+    lr_opt = -5.2 if large else -4.5
+    precision_term = 0.004 if precision == "bf16" else 0.0
+    return (
+        base
+        + size_term
+        + precision_term
+        + 0.03 * (math.log10(lr) - lr_opt) ** 2
+        + 0.05 * max((256 - length) / 256.0, 0.0)
+        + 0.003 * (math.log2(batch) - 4.0) ** 2
+        + 0.1 * ((warmup - 300) / 1000.0) ** 2
+        + 0.003 * (math.log10(wd) + 3.0) ** 2
+        + 0.2 * (dropout - 0.15) ** 2
+    )
+
+
+def optimizer_space(t):
+    """Mixed space 5 (`finetune::optimizer`); minimum 0.088."""
+    model = t.suggest_categorical("model", MODELS)
+    optimizer = t.suggest_categorical("optimizer", ["adamw", "adafactor", "sgd"])
+    if optimizer == "adamw":
+        beta2 = t.suggest_float("adam_beta2", 0.9, 0.999)
+        lr_base = -5.1 if model.endswith("large") else -4.8
+        state, optimizer_term = 3.0, 2.0 * (beta2 - 0.98) ** 2
+    elif optimizer == "adafactor":
+        scale = t.suggest_categorical("adafactor_scale_parameter", ["true", "false"])
+        state, optimizer_term, lr_base = 1.5, (0.008 if scale == "true" else 0.012), -3.5
+    else:
+        momentum = t.suggest_float("sgd_momentum", 0.0, 0.99)
+        state, optimizer_term, lr_base = 2.0, 0.03 + 0.1 * (momentum - 0.9) ** 2, -2.0
+    lr = t.suggest_float("lr", 1e-6, 1e-1, log=True)
+    batch = t.suggest_categorical("batch_size", [4, 8, 16, 32])
+    length = t.suggest_int("max_length", 128, 512, step=128)
+    accumulation = t.suggest_int("accumulation", 1, 16)
+    dropout = t.suggest_float("dropout", 0.0, 0.3)
+    wd = t.suggest_float("weight_decay", 1e-5, 1e-1, log=True)
+    gb = memory_gb(model, batch, length, state, 1.0)
+    if gb > 12.0:
+        raise Failed("out of memory")
+    eff = float(batch * accumulation)
+    lr_opt = lr_base + 0.5 * math.log10(eff / 32.0)
+    if math.log10(lr) > lr_opt + 1.5:
+        raise Failed("diverged")
+    base = {
+        "bert-base": 0.15,
+        "roberta-base": 0.13,
+        "deberta-base": 0.12,
+        "bert-large": 0.11,
+        "roberta-large": 0.09,
+    }.get(model, 0.08)
+    return (
+        base
+        + optimizer_term
+        + 0.02 * (math.log10(lr) - lr_opt) ** 2
+        + 0.08 * max((512 - length) / 512.0, 0.0)
+        + 0.01 * (math.log2(eff) - 5.0) ** 2
+        + 0.3 * (dropout - 0.05) ** 2
+        + 0.004 * (math.log10(wd) + 3.0) ** 2
+    )
+
+
+def long_docs(t):
+    """Mixed space 6 (`finetune::long_docs`); minimum 0.07."""
+    model = t.suggest_categorical("model", MODELS)
+    lr = t.suggest_float("lr", 1e-6, 1e-3, log=True)
+    batch = t.suggest_categorical("batch_size", [4, 8, 16, 32])
+    length = t.suggest_int("max_length", 256, 1024, step=128)
+    accumulation = t.suggest_int("accumulation", 1, 8)
+    checkpointing = t.suggest_categorical("gradient_checkpointing", ["false", "true"])
+    dropout = t.suggest_float("dropout", 0.0, 0.3)
+    warmup = t.suggest_float("warmup_ratio", 0.0, 0.2)
+    wd = t.suggest_float("weight_decay", 1e-5, 1e-1, log=True)
+    if not model.startswith("deberta") and length > 512:
+        raise Failed("too many positions")
+    act = 0.35 if checkpointing == "true" else 1.0
+    gb = memory_gb(model, batch, length, 1.0, act)
+    if gb > 24.0:
+        raise Failed("out of memory")
+    large = model.endswith("large")
+    if large and math.log10(lr) > -4.0 + 10.0 * warmup:
+        raise Failed("diverged")
+    base = {
+        "bert-base": 0.13,
+        "roberta-base": 0.11,
+        "deberta-base": 0.10,
+        "bert-large": 0.10,
+        "roberta-large": 0.08,
+    }.get(model, 0.07)
+    eff = float(batch * accumulation)
+    lr_opt = (-5.1 if large else -4.6) + 0.5 * math.log10(eff / 32.0)
+    return (
+        base
+        + 0.025 * (math.log10(lr) - lr_opt) ** 2
+        + 0.1 * max((768 - length) / 768.0, 0.0)
+        + 0.01 * (math.log2(eff) - 5.0) ** 2
+        + 0.2 * (dropout - 0.15) ** 2
+        + 0.4 * (warmup - 0.1) ** 2
+        + 0.004 * (math.log10(wd) + 2.0) ** 2
+    )
+
+
+def small_data(t):
+    """Mixed space 7 (`finetune::small_data`); minimum 0.105."""
+    family = t.suggest_categorical("family", ["bert", "roberta", "deberta"])
+    size = t.suggest_categorical("size", ["base", "large"])
+    model = f"{family}-{size}"
+    large = size == "large"
+    if large:
+        decay = t.suggest_float("layer_decay", 0.5, 1.0)
+        reinit = t.suggest_int("reinit_layers", 0, 4)
+        large_term = 0.15 * (decay - 0.7) ** 2 + 0.005 * (reinit - 1.0) ** 2
+    else:
+        large_term = 0.0
+    lr = t.suggest_float("lr", 1e-6, 1e-3, log=True)
+    batch = t.suggest_categorical("batch_size", [8, 16, 32])
+    epochs = t.suggest_int("epochs", 1, 10)
+    length = t.suggest_int("max_length", 64, 256, step=32)
+    dropout = t.suggest_float("dropout", 0.0, 0.5)
+    wd = t.suggest_float("weight_decay", 1e-5, 1e-1, log=True)
+    warmup = t.suggest_float("warmup_ratio", 0.0, 0.3)
+    gb = memory_gb(model, batch, length, 1.0, 1.0)
+    if gb > 8.0:
+        raise Failed("out of memory")
+    if large and warmup < 0.05 and math.log10(lr) > -4.5:
+        raise Failed("training collapsed")
+    base = {
+        "bert-base": 0.14,
+        "roberta-base": 0.12,
+        "deberta-base": 0.115,
+        "bert-large": 0.13,
+        "roberta-large": 0.11,
+    }.get(model, 0.105)
+    epochs_opt, lr_base, dropout_opt = (3.0, -5.0, 0.25) if large else (6.0, -4.4, 0.1)
+    lr_opt = lr_base - 0.3 * math.log2(epochs / epochs_opt)
+    return (
+        base
+        + large_term
+        + 0.02 * (math.log10(lr) - lr_opt) ** 2
+        + 0.003 * (epochs - epochs_opt) ** 2
+        + 0.04 * max((128 - length) / 128.0, 0.0)
+        + 0.2 * (dropout - dropout_opt) ** 2
+        + 0.003 * (math.log10(wd) + 1.5) ** 2
+        + 0.2 * (warmup - 0.1) ** 2
+        + 0.004 * (math.log2(batch) - 3.0) ** 2
+    )
+
+
+def small_card(t):
+    """Mixed space 8 (`finetune::small_card`); minimum 0.09."""
+    model = t.suggest_categorical(
+        "model",
+        ["distilbert-base", "bert-base", "roberta-base", "deberta-base", "roberta-large", "deberta-large"],
+    )
+    scheduler = t.suggest_categorical("scheduler", ["linear", "cosine", "constant"])
+    warmup = None if scheduler == "constant" else t.suggest_float("warmup_ratio", 0.0, 0.2)
+    if scheduler == "linear":
+        schedule_term = 0.002
+    elif scheduler == "cosine":
+        cycles = t.suggest_float("num_cycles", 0.5, 3.0)
+        schedule_term = 0.15 * (cycles - 0.5) ** 2
+    else:
+        schedule_term = 0.01
+    fp16 = t.suggest_categorical("fp16", ["false", "true"])
+    lr = t.suggest_float("lr", 1e-6, 1e-2, log=True)
+    batch = t.suggest_categorical("batch_size", [4, 8, 16, 32, 64])
+    accumulation = t.suggest_int("accumulation", 1, 16)
+    length = t.suggest_int("max_length", 64, 512, step=64)
+    dropout = t.suggest_float("dropout", 0.0, 0.3)
+    wd = t.suggest_float("weight_decay", 1e-5, 1e-1, log=True)
+    scale = 0.6 if fp16 == "true" else 1.0
+    gb = memory_gb(model, batch, length, scale, scale)
+    if gb > 11.0:
+        raise Failed("out of memory")
+    large = model.endswith("large")
+    eff = float(batch * accumulation)
+    lr_opt = (-5.0 if large else -4.5) + math.log10(eff / 32.0)
+    if warmup is None:
+        diverges = math.log10(lr) > -4.0
+    else:
+        diverges = math.log10(lr) > lr_opt + 1.0 + 10.0 * warmup
+    if diverges:
+        raise Failed("diverged")
+    warmup_term = 0.0 if warmup is None else 0.3 * (warmup - 0.08) ** 2
+    base = {
+        "distilbert-base": 0.16,
+        "bert-base": 0.14,
+        "roberta-base": 0.125,
+        "deberta-base": 0.12,
+        "roberta-large": 0.095,
+    }.get(model, 0.09)
+    return (
+        base
+        + schedule_term
+        + warmup_term
+        + 0.02 * (math.log10(lr) - lr_opt) ** 2
+        + 0.06 * max((320 - length) / 320.0, 0.0)
+        + 0.008 * (math.log2(eff) - 7.0) ** 2
+        + 0.25 * (dropout - 0.1) ** 2
+        + 0.004 * (math.log10(wd) + 2.5) ** 2
+    )
+
+
+MIXED = {
+    1: ("mixed1_model_choice", model_choice),
+    2: ("mixed2_schedule", schedule),
+    3: ("mixed3_finetune", finetune),
+    4: ("mixed4_family_size", family_size),
+    5: ("mixed5_optimizer", optimizer_space),
+    6: ("mixed6_long_docs", long_docs),
+    7: ("mixed7_small_data", small_data),
+    8: ("mixed8_small_card", small_card),
+}
 
 
 def bbob_objective(function, instance, dim):

@@ -14,7 +14,7 @@
 //!
 //! ```text
 //! cargo bench -p hpo-core --bench sampler_suite -- [--functions 1,2] [--instances 1,2,3]
-//!     [--dims 5,10] [--seeds 10] [--budget 200] [--checkpoints 25,50,100] [--mixed 1,2|none]
+//!     [--dims 5,10] [--seeds 10] [--budget 200] [--checkpoints 25,50,100] [--mixed 1,2,...,8|none]
 //!     [--samplers tpe,tpe_optuna,random,qmc,cmaes,gp] [--reference FILE] [--out DIR] [--label TEXT]
 //!     [--threads N] [--in-flight K [--control]]
 //! ```
@@ -37,8 +37,8 @@
 //! `--control` adds the measure's noise floor: sequential runs on the next
 //! seeds measured as if they were the in-flight ones.
 //!
-//! Defaults: the whole suite (f1..f24, instances 1-3, 5-D and 10-D, both mixed
-//! spaces, 10 seeds, budget 200), which takes hours on a small machine; run
+//! Defaults: the whole suite (f1..f24, instances 1-3, 5-D and 10-D, the eight
+//! mixed spaces, 10 seeds, budget 200), which takes hours on a small machine; run
 //! subsets with the flags, and say which in `--label`.
 
 // Shared with the integration tests, which use other parts of it.
@@ -217,7 +217,9 @@ fn main() -> Result<()> {
                             Mixed::ALL
                                 .into_iter()
                                 .find(|m| m.number() == n)
-                                .with_context(|| format!("no mixed space {n} (1, 2)"))
+                                .with_context(|| {
+                                    format!("no mixed space {n} (1 to {})", Mixed::ALL.len())
+                                })
                         })
                         .collect::<Result<_>>()?
                 };
@@ -311,8 +313,8 @@ fn main() -> Result<()> {
         md,
         "{} problems x {} samplers x {} seeds, budgets {:?}; {:.0} s. Median [q25, q75] of the \
          best feasible value so far (minimisation; `-`: no feasible trial yet). Split: odd BBOB \
-         function numbers (and mixed space 1) are the tuning half, even ones (and mixed space 2) \
-         the held-out half. Machine: {machine}; load average (1, 5, 15 min) {load_start} at \
+         function numbers (and odd mixed spaces) are the tuning half, even ones (and even mixed \
+         spaces) the held-out half. Machine: {machine}; load average (1, 5, 15 min) {load_start} at \
          the start, {load_end} at the end (niced runs share the machine).\n",
         groups.len(),
         spec.samplers.len(),
@@ -539,7 +541,7 @@ fn main() -> Result<()> {
         "in_flight": spec.in_flight,
         "budgets": spec.checkpoints, "problems": problems.len(), "wall_s": wall_s,
         "machine": machine, "load_start": load_start, "load_end": load_end,
-        "split": "odd BBOB function numbers and mixed space 1: tuning; even and mixed space 2: held out",
+        "split": "odd BBOB function numbers and odd mixed spaces: tuning; even ones: held out",
         "comparison": "hpo tpe vs Optuna tpe per problem, paired by seed index, exact two-sided Wilcoxon signed-rank at 5 %, not significant = tie",
         "reference": if reference.is_empty() { Value::Null } else { reference_meta },
     });

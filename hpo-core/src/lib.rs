@@ -91,9 +91,9 @@ pub use crate::pruner::{
     Resource, SuccessiveHalvingConfig, SuccessiveHalvingPruner, ThresholdConfig, ThresholdPruner,
 };
 pub use crate::sampler::{
-    AutoConfig, AutoLate, AutoSampler, CmaEsConfig, CmaEsSampler, GpConfig, GpSampler, GridSampler,
-    QmcConfig, QmcKind, QmcSampler, RandomSampler, RelativeSample, Sampler, SamplerConfig,
-    TpeBandwidth, TpeConfig, TpeSampler, TpeWeights,
+    AutoConfig, AutoLate, AutoMixed, AutoSampler, CmaEsConfig, CmaEsSampler, GpConfig, GpSampler,
+    GridSampler, QmcConfig, QmcKind, QmcSampler, RandomSampler, RelativeSample, Sampler,
+    SamplerConfig, TpeBandwidth, TpeConfig, TpeSampler, TpeWeights,
 };
 pub use crate::space::{ChoiceEnum, ParamDescription, ParamKind, SearchSpace, SpaceDescription};
 pub use crate::storage::{InMemoryStorage, SqliteStorage, Storage, StudySummary};

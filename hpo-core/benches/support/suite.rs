@@ -3,16 +3,17 @@
 //! with Optuna's reference runs.
 //!
 //! * **Problems.** The 24 noiseless BBOB functions ([`super::bbob`]) as float
-//!   parameters `x0..x{d-1}` in [-5, 5], and two mixed spaces of the shape
-//!   users write ([`Mixed`]): a categorical model choice with dependent
+//!   parameters `x0..x{d-1}` in [-5, 5], and eight mixed spaces of the shape
+//!   users write ([`Mixed`]; 3 to 8 are fine-tuning spaces of the seed
+//!   study's shape, [`super::finetune`]): a categorical model choice with dependent
 //!   ranges, log-scaled learning rates, integer and stepped parameters, and
 //!   regions that fail or are infeasible (5-15 % of uniformly random
-//!   trials). Every problem is a deterministic function of its parameters, so
+//!   trials in spaces 1 and 2, 16-45 % in the fine-tuning spaces). Every problem is a deterministic function of its parameters, so
 //!   every sampler, and Optuna through `bench/optuna_suite.py`, sees the same
 //!   problem.
 //! * **The split** ([`half`]), fixed before any tuning: odd function numbers
 //!   are the tuning half, even numbers the held-out half. The mixed spaces are
-//!   numbered 1 and 2 and follow the same rule. Defaults may be tuned on the
+//!   numbered 1 to 8 and follow the same rule. Defaults may be tuned on the
 //!   tuning half only; they are judged on the held-out half.
 //! * **The runner** ([`run`], [`run_suite`]): one in-memory study per
 //!   (problem, sampler, seed), sequential ask/tell or with several trials in
@@ -28,6 +29,7 @@
 //! integration tests (`tests/it/sampler_suite.rs`).
 
 use super::bbob::Bbob;
+use super::finetune;
 use anyhow::{bail, Context, Result};
 use hpo_core::{
     AutoConfig, AutoSampler, CmaEsConfig, CmaEsSampler, Direction, FrozenTrial, GpConfig,
@@ -66,8 +68,9 @@ impl Half {
     }
 }
 
-/// The split rule: odd BBOB function numbers (and mixed space 1) are the
-/// tuning half, even ones (and mixed space 2) the held-out half.
+/// The split rule: odd BBOB function numbers (and mixed spaces 1, 3, 5, 7)
+/// are the tuning half, even ones (and mixed spaces 2, 4, 6, 8) the held-out
+/// half.
 pub fn half(problem: &Problem) -> Half {
     let number = match problem {
         Problem::Bbob(f) => f.function(),
@@ -95,17 +98,60 @@ pub enum Mixed {
     /// learning rates too high for the warm-up diverge (a failed trial).
     /// Minimum `0.2 + 0.5 exp(-20)`.
     Schedule,
+    /// Space 3 (tuning): fine-tuning one of six transformers on a 24 GB
+    /// card ([`finetune::finetune`]).
+    FineTune,
+    /// Space 4 (held-out): family x size, precision, size-specific
+    /// parameters, 16 GB ([`finetune::family_size`]).
+    FamilySize,
+    /// Space 5 (tuning): the optimiser as a choice with its own parameters,
+    /// 12 GB ([`finetune::optimizer`]).
+    Optimizer,
+    /// Space 6 (held-out): long documents, 512-position models fail past
+    /// 512 tokens, 24 GB ([`finetune::long_docs`]).
+    LongDocs,
+    /// Space 7 (tuning): a small data set where large models overfit, 8 GB
+    /// ([`finetune::small_data`]).
+    SmallData,
+    /// Space 8 (held-out): an 11 GB card, fp16, a schedule as a choice
+    /// ([`finetune::small_card`]).
+    SmallCard,
 }
 
 impl Mixed {
-    /// Both spaces, by number.
-    pub const ALL: [Mixed; 2] = [Mixed::ModelChoice, Mixed::Schedule];
+    /// Every space, by number.
+    pub const ALL: [Mixed; 8] = [
+        Mixed::ModelChoice,
+        Mixed::Schedule,
+        Mixed::FineTune,
+        Mixed::FamilySize,
+        Mixed::Optimizer,
+        Mixed::LongDocs,
+        Mixed::SmallData,
+        Mixed::SmallCard,
+    ];
+
+    /// The fine-tuning spaces of the seed study's shape (3 to 8).
+    pub const FINETUNE: [Mixed; 6] = [
+        Mixed::FineTune,
+        Mixed::FamilySize,
+        Mixed::Optimizer,
+        Mixed::LongDocs,
+        Mixed::SmallData,
+        Mixed::SmallCard,
+    ];
 
     /// The space's number, which decides its half.
     pub fn number(self) -> u8 {
         match self {
             Mixed::ModelChoice => 1,
             Mixed::Schedule => 2,
+            Mixed::FineTune => 3,
+            Mixed::FamilySize => 4,
+            Mixed::Optimizer => 5,
+            Mixed::LongDocs => 6,
+            Mixed::SmallData => 7,
+            Mixed::SmallCard => 8,
         }
     }
 
@@ -114,6 +160,12 @@ impl Mixed {
         match self {
             Mixed::ModelChoice => "mixed1_model_choice",
             Mixed::Schedule => "mixed2_schedule",
+            Mixed::FineTune => "mixed3_finetune",
+            Mixed::FamilySize => "mixed4_family_size",
+            Mixed::Optimizer => "mixed5_optimizer",
+            Mixed::LongDocs => "mixed6_long_docs",
+            Mixed::SmallData => "mixed7_small_data",
+            Mixed::SmallCard => "mixed8_small_card",
         }
     }
 
@@ -122,6 +174,12 @@ impl Mixed {
         match self {
             Mixed::ModelChoice => 0.10,
             Mixed::Schedule => 0.2 + 0.5 * (-20.0_f64).exp(),
+            Mixed::FineTune => 0.08,
+            Mixed::FamilySize => 0.10,
+            Mixed::Optimizer => 0.088,
+            Mixed::LongDocs => 0.07,
+            Mixed::SmallData => 0.105,
+            Mixed::SmallCard => 0.09,
         }
     }
 
@@ -202,6 +260,12 @@ impl Mixed {
                         + 0.002 * (warmup as f64 - 3.0).powi(2))
                 }
             }
+            Mixed::FineTune => finetune::finetune(t)?,
+            Mixed::FamilySize => finetune::family_size(t)?,
+            Mixed::Optimizer => finetune::optimizer(t)?,
+            Mixed::LongDocs => finetune::long_docs(t)?,
+            Mixed::SmallData => finetune::small_data(t)?,
+            Mixed::SmallCard => finetune::small_card(t)?,
         })
     }
 }
@@ -310,11 +374,13 @@ pub fn make_sampler(name: &str, seed: u64) -> Result<Arc<dyn Sampler>> {
     })
 }
 
-/// The Optuna sampler that `name` (one of ours, or a variant) is compared with.
+/// The Optuna sampler that `name` (one of ours, or a variant) is compared with:
+/// its namesake, Optuna's default TPE for `tpe_optuna` and for the
+/// AutoSampler (Optuna's default sampler, what a user would otherwise get).
 pub fn optuna_counterpart(name: &str) -> &str {
     let base = name.split_once(':').map_or(name, |(b, _)| b);
     match base {
-        "tpe_optuna" => "tpe",
+        "tpe_optuna" | "auto" => "tpe",
         other => other,
     }
 }

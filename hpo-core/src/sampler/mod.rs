@@ -38,7 +38,7 @@ mod stream;
 mod tpe;
 mod transform;
 
-pub use self::auto::{AutoConfig, AutoLate, AutoSampler, AUTO_CHOICE_ATTR};
+pub use self::auto::{AutoConfig, AutoLate, AutoMixed, AutoSampler, AUTO_CHOICE_ATTR};
 pub use self::cmaes::{CmaEsConfig, CmaEsSampler};
 pub use self::config::SamplerConfig;
 pub use self::gp::{GpConfig, GpSampler};

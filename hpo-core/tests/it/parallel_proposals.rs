@@ -89,7 +89,11 @@ fn sequential_drive_is_the_plain_ask_tell_loop() {
 
 #[test]
 fn in_flight_runs_are_deterministic_by_seed() {
-    for problem in [bbob(7, 5), Problem::Mixed(Mixed::ModelChoice)] {
+    // The sphere (f1), where TPE improves on its start-up trials every few
+    // trials, so a changed proposal shows in the best-so-far curve (on f7's
+    // plateaus, the default TPE's curve with and without the liar happens to
+    // coincide over 40 trials).
+    for problem in [bbob(1, 5), Problem::Mixed(Mixed::ModelChoice)] {
         let a = suite::run(&problem, "tpe", 0, 40, 4).unwrap();
         assert_eq!(a.len(), 40);
         assert_eq!(a, suite::run(&problem, "tpe", 0, 40, 4).unwrap());

@@ -29,8 +29,20 @@ fn split_rule_is_odd_tuning_even_held_out() {
             assert_eq!(half(&bbob(f, i, d)), h);
         }
     }
+    let numbers: Vec<u8> = Mixed::ALL.iter().map(|m| m.number()).collect();
+    assert_eq!(numbers, (1..=8).collect::<Vec<u8>>());
+    for m in Mixed::ALL {
+        let expected = if m.number() % 2 == 1 {
+            Half::Tuning
+        } else {
+            Half::HeldOut
+        };
+        assert_eq!(half(&Problem::Mixed(m)), expected, "{}", m.name());
+    }
     assert_eq!(half(&Problem::Mixed(Mixed::ModelChoice)), Half::Tuning);
     assert_eq!(half(&Problem::Mixed(Mixed::Schedule)), Half::HeldOut);
+    assert_eq!(half(&Problem::Mixed(Mixed::SmallData)), Half::Tuning);
+    assert_eq!(half(&Problem::Mixed(Mixed::SmallCard)), Half::HeldOut);
     assert_eq!(Half::Tuning.as_str(), "tuning");
     assert_eq!(Half::HeldOut.as_str(), "held_out");
 }
@@ -92,7 +104,7 @@ fn mixed_spaces_reach_their_stated_optimum_and_fail_where_defined() {
 
 #[test]
 fn mixed_spaces_fail_on_5_to_15_percent_of_random_trials() {
-    for m in Mixed::ALL {
+    for m in [Mixed::ModelChoice, Mixed::Schedule] {
         let trajectory_len = 600;
         let study = Study::builder()
             .direction(Direction::Minimize)
@@ -119,13 +131,232 @@ fn mixed_spaces_fail_on_5_to_15_percent_of_random_trials() {
     }
 }
 
+/// One configuration at each fine-tuning space's stated optimum.
+fn finetune_optimum(m: Mixed) -> Vec<(&'static str, ParamValue)> {
+    let s = |v: &str| ParamValue::Choice(hpo_core::Choice::Str(v.to_owned()));
+    let i = |v: i64| ParamValue::Choice(hpo_core::Choice::Int(v));
+    let f = ParamValue::Float;
+    let lr = |log10: f64| ParamValue::Float(10f64.powf(log10));
+    match m {
+        Mixed::FineTune => vec![
+            ("model", s("deberta-large")),
+            ("lr", lr(-5.0)),
+            ("batch_size", i(16)),
+            ("max_length", ParamValue::Int(384)),
+            ("accumulation", ParamValue::Int(4)),
+            ("dropout", f(0.1)),
+            ("warmup_ratio", f(0.06)),
+            ("weight_decay", lr(-2.0)),
+        ],
+        Mixed::FamilySize => vec![
+            ("family", s("roberta")),
+            ("size", s("large")),
+            ("layer_decay", f(0.8)),
+            ("precision", s("fp16")),
+            ("lr", lr(-5.2)),
+            ("batch_size", i(16)),
+            ("max_length", ParamValue::Int(256)),
+            ("warmup_steps", ParamValue::Int(300)),
+            ("weight_decay", lr(-3.0)),
+            ("dropout", f(0.15)),
+        ],
+        Mixed::Optimizer => vec![
+            ("model", s("deberta-large")),
+            ("optimizer", s("adafactor")),
+            ("adafactor_scale_parameter", s("true")),
+            ("lr", lr(-3.5)),
+            ("batch_size", i(8)),
+            ("max_length", ParamValue::Int(512)),
+            ("accumulation", ParamValue::Int(4)),
+            ("dropout", f(0.05)),
+            ("weight_decay", lr(-3.0)),
+        ],
+        Mixed::LongDocs => vec![
+            ("model", s("deberta-large")),
+            ("lr", lr(-5.1)),
+            ("batch_size", i(16)),
+            ("max_length", ParamValue::Int(768)),
+            ("accumulation", ParamValue::Int(2)),
+            ("gradient_checkpointing", s("false")),
+            ("dropout", f(0.15)),
+            ("warmup_ratio", f(0.1)),
+            ("weight_decay", lr(-2.0)),
+        ],
+        Mixed::SmallData => vec![
+            ("family", s("deberta")),
+            ("size", s("large")),
+            ("layer_decay", f(0.7)),
+            ("reinit_layers", ParamValue::Int(1)),
+            ("lr", lr(-5.0)),
+            ("batch_size", i(8)),
+            ("epochs", ParamValue::Int(3)),
+            ("max_length", ParamValue::Int(128)),
+            ("dropout", f(0.25)),
+            ("weight_decay", lr(-1.5)),
+            ("warmup_ratio", f(0.1)),
+        ],
+        Mixed::SmallCard => vec![
+            ("model", s("deberta-large")),
+            ("scheduler", s("cosine")),
+            ("warmup_ratio", f(0.08)),
+            ("num_cycles", f(0.5)),
+            ("fp16", s("true")),
+            // Effective batch 128: the optimum is -5 + log10(128 / 32).
+            ("lr", lr(-5.0 + 4f64.log10())),
+            ("batch_size", i(16)),
+            ("accumulation", ParamValue::Int(8)),
+            ("max_length", ParamValue::Int(320)),
+            ("dropout", f(0.1)),
+            ("weight_decay", lr(-2.5)),
+        ],
+        Mixed::ModelChoice | Mixed::Schedule => Vec::new(),
+    }
+}
+
+#[test]
+fn finetune_spaces_reach_their_stated_optimum_deterministically() {
+    for m in Mixed::FINETUNE {
+        let problem = Problem::Mixed(m);
+        let v = value_at(&problem, finetune_optimum(m)).unwrap();
+        assert!((v - m.optimum()).abs() < 1e-12, "{}: {v}", m.name());
+        // The same parameters give the same value.
+        assert_eq!(value_at(&problem, finetune_optimum(m)).unwrap(), v);
+    }
+}
+
+#[test]
+fn finetune_spaces_fail_where_defined() {
+    let s = |v: &str| ParamValue::Choice(hpo_core::Choice::Str(v.to_owned()));
+    let i = |v: i64| ParamValue::Choice(hpo_core::Choice::Int(v));
+    let with = |m: Mixed, changes: Vec<(&'static str, ParamValue)>| {
+        let mut p = finetune_optimum(m);
+        for (name, v) in changes {
+            match p.iter_mut().find(|(n, _)| *n == name) {
+                Some(slot) => slot.1 = v,
+                None => p.push((name, v)),
+            }
+        }
+        value_at(&Problem::Mixed(m), p)
+    };
+    // bert-large, batch 48, length 480 does not fit 24 GB (the seed study's OOM).
+    let e = with(
+        Mixed::FineTune,
+        vec![
+            ("model", s("bert-large")),
+            ("batch_size", i(48)),
+            ("max_length", ParamValue::Int(480)),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.contains("out of memory"), "{e}");
+    let e = with(
+        Mixed::FineTune,
+        vec![
+            ("lr", ParamValue::Float(1e-3)),
+            ("warmup_ratio", ParamValue::Float(0.0)),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.contains("diverged"), "{e}");
+    let e = with(
+        Mixed::FamilySize,
+        vec![("family", s("deberta")), ("lr", ParamValue::Float(5e-5))],
+    )
+    .unwrap_err();
+    assert!(e.contains("fp16 overflow"), "{e}");
+    // No large model fits 12 GB with AdamW's states.
+    let e = with(
+        Mixed::Optimizer,
+        vec![
+            ("optimizer", s("adamw")),
+            ("adam_beta2", ParamValue::Float(0.98)),
+            ("batch_size", i(4)),
+            ("max_length", ParamValue::Int(128)),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.contains("out of memory"), "{e}");
+    let e = with(Mixed::LongDocs, vec![("model", s("roberta-large"))]).unwrap_err();
+    assert!(e.contains("512 positions"), "{e}");
+    // Gradient checkpointing makes batch 32 at 1024 tokens fit, at no cost
+    // in error (it costs time, which the objective does not see).
+    let long = |ckpt: &str| {
+        with(
+            Mixed::LongDocs,
+            vec![
+                ("batch_size", i(32)),
+                ("max_length", ParamValue::Int(1024)),
+                ("accumulation", ParamValue::Int(1)),
+                ("gradient_checkpointing", s(ckpt)),
+            ],
+        )
+    };
+    assert!(long("false").unwrap_err().contains("out of memory"));
+    assert!((long("true").unwrap() - Mixed::LongDocs.optimum()).abs() < 1e-12);
+    let e = with(
+        Mixed::SmallData,
+        vec![
+            ("lr", ParamValue::Float(1e-4)),
+            ("warmup_ratio", ParamValue::Float(0.0)),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.contains("collapsed"), "{e}");
+    let e = with(
+        Mixed::SmallCard,
+        vec![
+            ("fp16", s("false")),
+            ("batch_size", i(64)),
+            ("max_length", ParamValue::Int(512)),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.contains("out of memory"), "{e}");
+}
+
+#[test]
+fn finetune_spaces_have_failing_regions_and_no_value_below_the_optimum() {
+    for m in Mixed::FINETUNE {
+        let n = 400;
+        let run = |seed: u64| {
+            let study = Study::builder()
+                .direction(Direction::Minimize)
+                .sampler(RandomSampler::seeded(seed))
+                .build()
+                .unwrap();
+            let problem = Problem::Mixed(m);
+            let mut out = Vec::new();
+            for _ in 0..n {
+                let mut trial = study.ask().unwrap();
+                let r = problem.evaluate(&mut trial).unwrap();
+                out.push(r.as_ref().ok().copied());
+                study.tell(trial, r).unwrap();
+            }
+            out
+        };
+        let values = run(3);
+        // Deterministic: the same seed, the same values.
+        assert_eq!(values, run(3), "{}", m.name());
+        let failed = values.iter().filter(|v| v.is_none()).count();
+        let share = failed as f64 / n as f64;
+        assert!(
+            (0.10..=0.60).contains(&share),
+            "{}: {share} of random trials failed",
+            m.name()
+        );
+        for v in values.iter().flatten() {
+            assert!(*v >= m.optimum(), "{} below the optimum: {v}", m.name());
+        }
+    }
+}
+
 #[test]
 fn suite_runs_end_to_end_deterministically() {
     let spec = Spec {
         functions: vec![1, 2],
         instances: vec![1],
         dims: vec![5],
-        mixed: Mixed::ALL.to_vec(),
+        mixed: vec![Mixed::ModelChoice, Mixed::Schedule],
         samplers: suite::SAMPLERS
             .iter()
             .chain(&["gp", "auto"])
@@ -216,16 +447,22 @@ fn sampler_variants_set_config_fields_and_name_their_counterpart() {
         in_flight: 1,
     };
     let variant = r#"tpe:{"n_ei_candidates":24,"min_ei_candidates":24,"ei_budget":null,"prior_weight":1.0,"group":false}"#;
+    // The defaults before issue 37 (hpo's own settings).
+    let former = r#"tpe:{"n_ei_candidates":128,"ei_budget":32768,"prior_weight":0.5,"group":true}"#;
     let a = suite::run_suite(&spec(vec!["tpe_optuna".into()]), 1, |_| ()).unwrap();
     let b = suite::run_suite(&spec(vec![variant.into()]), 1, |_| ()).unwrap();
     let c = suite::run_suite(&spec(vec!["tpe".into()]), 1, |_| ()).unwrap();
+    let d = suite::run_suite(&spec(vec![former.into()]), 1, |_| ()).unwrap();
     let traj = |r: &[suite::Record]| r.iter().map(|r| r.trajectory.clone()).collect::<Vec<_>>();
     assert_eq!(traj(&a), traj(&b));
-    assert_ne!(traj(&a), traj(&c));
+    // The defaults are Optuna's settings since issue 37.
+    assert_eq!(traj(&a), traj(&c));
+    assert_ne!(traj(&a), traj(&d));
     assert!(suite::make_sampler(r#"tpe:{"no_such_field":1}"#, 0).is_err());
     assert!(suite::make_sampler("random:{}", 0).is_err());
     assert_eq!(suite::optuna_counterpart(variant), "tpe");
     assert_eq!(suite::optuna_counterpart("tpe_optuna"), "tpe");
+    assert_eq!(suite::optuna_counterpart(r#"auto:{"gp_until":50}"#), "tpe");
     assert_eq!(suite::optuna_counterpart(r#"cmaes:{"popsize":8}"#), "cmaes");
 }
 

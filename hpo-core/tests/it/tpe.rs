@@ -222,11 +222,22 @@ fn grown_hash(config: TpeConfig, n: usize) -> u64 {
 #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
 #[test]
 fn a_tpe_grown_study_proposes_exactly_what_it_did() {
+    // hpo's settings before issue 37 (128 candidates under a budget, prior
+    // weight 0.5, group decomposition): the budgeted and grouped code paths.
+    let former = TpeConfig {
+        n_ei_candidates: 128,
+        ei_budget: Some(32_768),
+        prior_weight: 0.5,
+        group: true,
+        ..TpeConfig::seeded(3)
+    };
     assert_eq!(
-        grown_hash(TpeConfig::seeded(3), 700),
+        grown_hash(former, 700),
         0x03a4faa99e880918,
-        "default settings"
+        "former defaults"
     );
+    // The defaults are Optuna's settings since issue 37.
+    assert_eq!(TpeConfig::default(), TpeConfig::optuna());
     let optuna = TpeConfig {
         seed: Some(3),
         ..TpeConfig::optuna()

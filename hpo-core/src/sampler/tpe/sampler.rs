@@ -78,17 +78,14 @@ impl Default for TpeSampler {
 }
 
 impl TpeSampler {
-    /// A sampler with hpo's defaults ([`TpeConfig::default`]), seeded from the
-    /// operating system. These are *not* Optuna's defaults: they use more
-    /// expected-improvement candidates (128, falling to 24 as the history
-    /// grows), prior weight 0.5 and group decomposition, chosen on the
-    /// benchmark in `benches/sample_efficiency.rs`; [`TpeConfig::optuna`] is
-    /// Optuna 5.0's `TPESampler()` exactly.
+    /// A sampler with the default settings ([`TpeConfig::default`], Optuna
+    /// 5.0's `TPESampler()` settings since issue 37; [`TpeConfig`] says why),
+    /// seeded from the operating system.
     pub fn new() -> Self {
         Self::build(TpeConfig::default())
     }
 
-    /// A reproducible sampler with hpo's defaults (see [`TpeSampler::new`]).
+    /// A reproducible sampler with the default settings (see [`TpeSampler::new`]).
     pub fn seeded(seed: u64) -> Self {
         Self::build(TpeConfig::seeded(seed))
     }
