@@ -14,8 +14,9 @@
 //! ([`hpo_burn::train::recompute`]), each in a process of its own (the
 //! kernel's peak counter reset through `/proc/self/clear_refs`). It reports
 //! the growth of the peak resident memory over the steps, the estimate
-//! (`estimate_training_memory_with`), and the median seconds of the last
-//! two steps. From BERT-base's steps at micro-batch 4, 8 and 16 x 128 it
+//! (`estimate_training_memory_with`), and the mean wall and CPU seconds
+//! (user and system time of all threads) of the last two steps; the table's
+//! times are CPU seconds, which other processes on the machine move less. From BERT-base's steps at micro-batch 4, 8 and 16 x 128 it
 //! also fits the fixed cost of a pass, in tokens, that makes a smaller
 //! micro-batch slower per example (the executor's
 //! [`hpo_burn::estimator::StepTime`]). Writes
@@ -23,6 +24,7 @@
 //! `$HPO_BENCH_OUT`).
 
 use hpo_burn::batch::{make_batch, EncodedExample};
+use hpo_burn::burn::module::AutodiffModule;
 use hpo_burn::burn::nn::loss::CrossEntropyLoss;
 use hpo_burn::burn::optim::{AdamWConfig, GradientsParams, Optimizer};
 use hpo_burn::burn::tensor::backend::Backend;
@@ -89,12 +91,17 @@ fn measure(model: &str, size: usize, len: usize, recompute: bool) -> anyhow::Res
     Cpu::seed(&device, 0);
     let config = config(model);
     let mut net = config.init::<Cpu>(&device)?;
+    // burn draws a parameter when it is first read: draw them all now, so
+    // that both runs start from the same weights and draw the same masks.
+    let _ = net.valid();
     let mut optim = AdamWConfig::new().init();
     let criterion = CrossEntropyLoss::new(None, &device);
     let mut seconds = Vec::new();
+    let mut cpu = Vec::new();
     let mut losses = Vec::new();
     for k in 0..3 {
         let started = Instant::now();
+        let cpu_started = cpu_seconds();
         let examples = batch(size, len, k, config.vocab_size);
         let refs: Vec<&EncodedExample> = examples.iter().collect();
         let b = make_batch::<Cpu>(&refs, 0, &device);
@@ -113,8 +120,10 @@ fn measure(model: &str, size: usize, len: usize, recompute: bool) -> anyhow::Res
         net = optim.step(1e-4, net, grads);
         losses.push(value);
         seconds.push(started.elapsed().as_secs_f64());
+        cpu.push(cpu_seconds() - cpu_started);
     }
     let step = (seconds[1] + seconds[2]) / 2.0;
+    let cpu_step = (cpu[1] + cpu[2]) / 2.0;
     let estimate =
         estimate_training_memory_with(&config, size, len, Precision::F32, recompute).total();
     let measured = process_peak_rss()
@@ -131,12 +140,33 @@ fn measure(model: &str, size: usize, len: usize, recompute: bool) -> anyhow::Res
         "measured_peak_rss_delta_bytes": measured,
         "estimate_over_measured": measured.map(|m| estimate as f64 / m as f64),
         "seconds_per_step": step,
+        "cpu_seconds_per_step": cpu_step,
     }))
+}
+
+/// This process's CPU time (user and system, all threads) in seconds, from
+/// `/proc/self/stat` (0 where it cannot be read): less moved than wall time
+/// by other processes on the machine.
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // The fields after the command name (which may hold spaces), from the
+    // state: utime and stime are the 12th and 13th.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 /// The fixed cost of a pass in tokens, `p` in `time per example ∝ 1 +
 /// p / tokens per pass`, from the smallest and largest micro-batch of
-/// BERT-base at length 128, activations kept.
+/// BERT-base at length 128, activations kept (CPU time).
 fn pass_tokens(rows: &[Value]) -> Option<f64> {
     let per_example = |micro: u64| {
         rows.iter()
@@ -146,7 +176,7 @@ fn pass_tokens(rows: &[Value]) -> Option<f64> {
                     && r["batch"] == micro
                     && r["recompute"] == false
             })
-            .and_then(|r| r["seconds_per_step"].as_f64())
+            .and_then(|r| r["cpu_seconds_per_step"].as_f64())
             .map(|s| s / micro as f64)
     };
     let (small, large) = (per_example(4)?, per_example(16)?);
@@ -184,10 +214,11 @@ fn main() -> anyhow::Result<()> {
                     .map_or("-".into(), |b| format!("{:.0}", b / 1048576.0))
             };
             println!(
-                "{model:16} {size:3} x {len:3} {mode:9}: estimate {:>6} MiB, measured {:>6} MiB, {:.2} s/step, losses {}",
+                "{model:16} {size:3} x {len:3} {mode:9}: estimate {:>6} MiB, measured {:>6} MiB, {:.2} s/step ({:.2} CPU s), losses {}",
                 mib("estimated_peak_bytes"),
                 mib("measured_peak_rss_delta_bytes"),
                 row["seconds_per_step"].as_f64().unwrap_or(0.0),
+                row["cpu_seconds_per_step"].as_f64().unwrap_or(0.0),
                 row["losses"]
             );
             rows.push(row);
@@ -215,7 +246,7 @@ fn main() -> anyhow::Result<()> {
 fn table(rows: &[Value], pass: Option<f64>) -> String {
     let mib = |v: &Value| v.as_f64().map_or(0.0, |b| b / 1048576.0);
     let mut md = String::from(
-        "| model | micro-batch x len | peak RSS growth, kept | recomputed | memory saved | estimate / measured, kept | recomputed | s/step, kept | recomputed | time factor | first loss, kept | recomputed |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        "| model | micro-batch x len | peak RSS growth, kept | recomputed | memory saved | estimate / measured, kept | recomputed | CPU s/step, kept | recomputed | time factor | first loss, kept | recomputed |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for pair in rows.chunks(2) {
         let [kept, again] = pair else { continue };
@@ -224,8 +255,8 @@ fn table(rows: &[Value], pass: Option<f64>) -> String {
             mib(&again["measured_peak_rss_delta_bytes"]),
         );
         let (sk, sa) = (
-            kept["seconds_per_step"].as_f64().unwrap_or(0.0),
-            again["seconds_per_step"].as_f64().unwrap_or(0.0),
+            kept["cpu_seconds_per_step"].as_f64().unwrap_or(0.0),
+            again["cpu_seconds_per_step"].as_f64().unwrap_or(0.0),
         );
         let ratio = |r: &Value| {
             r["estimate_over_measured"]

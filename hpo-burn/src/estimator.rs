@@ -77,14 +77,17 @@ pub struct StepTime {
 
 impl StepTime {
     /// Measured on the CPU backend (`cargo run --release -p hpo-burn
-    /// --example recompute`, `bench/results/recompute.md`, 2 cores):
-    /// BERT-base's time per example at micro-batch 4 against 16 x 128
-    /// tokens, and the median time factor of recomputation over its rows.
+    /// --example recompute`, `bench/results/recompute.md`, 2 cores, CPU
+    /// time): a pass's fixed cost is worth 154 tokens (BERT-base's time per
+    /// example at micro-batch 4 against 16 x 128 tokens), and recomputation
+    /// costs 1.30x (the median over BERT-base, DeBERTa-v3-base and
+    /// BERT-large at eight shapes; 1.25-1.41). So halving the micro-batch
+    /// is the faster lever while a pass holds more than about 360 tokens.
     /// No GPU has measured either (the book's "Training with burn" says
     /// what that leaves open); they stand for every backend until one does.
     pub const MEASURED_CPU: StepTime = StepTime {
-        pass_tokens: 0.0,
-        recompute_factor: 1.0,
+        pass_tokens: 154.0,
+        recompute_factor: 1.30,
     };
 
     /// Time per example of `batch` at sequences of `len` tokens (relative).
@@ -388,6 +391,17 @@ mod tests {
             &order[..4],
             &[(32, false), (16, false), (32, true), (8, false)]
         );
+        // With the CPU's measured figures at 128 tokens: halving 4 -> 2
+        // (512 -> 256 tokens a pass) costs 1.23x, less than recomputation;
+        // halving 2 -> 1 costs 1.38x, more.
+        let cpu = s.clone().timed(Some(StepTime::MEASURED_CPU));
+        let first = |micro| {
+            let o =
+                hpo_core::executor::fit_options(Batch::new(micro, 1), 1, |b| cpu.relative_time(b));
+            (o[1].micro, o[1].recompute)
+        };
+        assert_eq!(first(4), (2, false));
+        assert_eq!(first(2), (2, true));
         let plain = s.clone().timed(None);
         assert_eq!(plain.relative_time(again), None);
         assert_eq!(plain.relative_time(kept), Some(1.0));
