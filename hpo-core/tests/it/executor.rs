@@ -1088,7 +1088,7 @@ fn executor_recomputes_activations_where_that_is_faster_than_a_smaller_micro_bat
     assert_eq!(t.system_attrs[MICRO_BATCH_ATTR], json!(16));
     assert_eq!(t.system_attrs[ACCUMULATION_ATTR], json!(1));
     assert_eq!(t.system_attrs[RECOMPUTE_ATTR], json!(true));
-    assert!(t.system_attrs.get(OOM_RETRIES_ATTR).is_none());
+    assert!(!t.system_attrs.contains_key(OOM_RETRIES_ATTR));
 
     // Admitted as asked where it fits, then out of memory: relaunched at
     // the same micro-batch with recomputation, not at half of it.
@@ -1105,7 +1105,7 @@ fn executor_recomputes_activations_where_that_is_faster_than_a_smaller_micro_bat
         .collect();
     assert_eq!(chain.len(), 2, "{chain:#?}");
     assert_eq!(chain[0].failure(), Some(FailureKind::Oom));
-    assert!(chain[0].system_attrs.get(RECOMPUTE_ATTR).is_none());
+    assert!(!chain[0].system_attrs.contains_key(RECOMPUTE_ATTR));
     let last = chain[1];
     assert_eq!(last.state, TrialState::Complete);
     assert_eq!(last.system_attrs[MICRO_BATCH_ATTR], json!(16));
