@@ -32,7 +32,8 @@
 # (they would fail the same way) but not the training benchmark, whose
 # per-step timings say where the time went. CHECK_STEPS (default
 # "tiny bench autotune torch profile oom jobs fused") runs a subset, for a second call after
-# a fix; the runtime step always runs. Every step's limit is cut to what is
+# a fix, or adds "steptime" (the executor's StepTime on the device: BERT-base
+# at micro-batches 8/16/32 x 512 and 32 x 512 recomputed); the runtime step always runs. Every step's limit is cut to what is
 # left of CHECK_DEADLINE seconds, so a call always ends with its summary.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -187,6 +188,16 @@ bench() { # name binary [seconds shapes precisions]
     say "   $(grep -c . "$LOGS/cubecl_compile.log" 2>/dev/null || echo 0) kernels compiled so far"
 }
 want bench && bench bench gpu_training
+# Opt-in (CHECK_STEPS="steptime", a call of its own): the executor's
+# StepTime on this device, BERT-base at one length and three micro-batches
+# (a pass's fixed cost) and with activation recomputation (its time
+# factor); the CPU's figures stand in until this runs (book: Training with
+# burn, "Activation recomputation"). The dry run takes it with tiny shapes.
+if want steptime || [ $DRY = 1 ]; then
+    STEPTIME_SHAPES=${STEPTIME_SHAPES:-base:8x512,base:16x512,base:32x512,base:32x512+r}
+    [ $DRY = 1 ] && STEPTIME_SHAPES=tiny:2x32,tiny:4x32,tiny:4x32+r
+    bench steptime gpu_training 150 "$STEPTIME_SHAPES" f32
+fi
 if ! want torch; then
     :
 elif [ $DRY = 0 ] || python3 -c 'import torch, transformers' 2>/dev/null; then

@@ -10,7 +10,8 @@
 //!     --shapes tiny:4x32 --steps 2        # the same steps on the CPU (dry run)
 //! ```
 //!
-//! Each shape (`preset:BATCHxLENGTH`) trains two epochs of `--steps`
+//! Each shape (`preset:BATCHxLENGTH`, with `+r` after it for activation
+//! recomputation, `TrainConfig::recompute`) trains two epochs of `--steps`
 //! optimizer steps with [`Trainer::fit`] (AdamW, gradient clipped over all
 //! parameters, dropout 0.1, one micro-batch a step): the first epoch
 //! compiles and autotunes the kernels, the second is timed. Per shape and
@@ -35,7 +36,7 @@ use anyhow::{bail, Context};
 use hpo_burn::batch::EncodedExample;
 use hpo_burn::burn::tensor::backend::{AutodiffBackend, Backend};
 use hpo_burn::burn::tensor::{Distribution, Tensor, TensorData};
-use hpo_burn::memory::{estimate_training_memory, Precision};
+use hpo_burn::memory::{estimate_training_memory_with, Precision};
 use hpo_burn::tokenize::Encoded;
 use hpo_burn::train::{TrainData, Trainer};
 use hpo_burn::{ModelConfig, Pooling, Preset, Recorder, TrainConfig};
@@ -51,11 +52,17 @@ struct Shape {
     preset: Preset,
     batch: usize,
     len: usize,
+    /// `+r` after the shape: activation recomputation.
+    recompute: bool,
 }
 
 impl std::str::FromStr for Shape {
     type Err = anyhow::Error;
     fn from_str(s: &str) -> anyhow::Result<Self> {
+        let (s, recompute) = match s.strip_suffix("+r") {
+            Some(rest) => (rest, true),
+            None => (s, false),
+        };
         let (name, dims) = s.split_once(':').with_context(|| {
             format!("shape `{s}`: expected PRESET:BATCHxLEN, such as base:32x512")
         })?;
@@ -70,6 +77,7 @@ impl std::str::FromStr for Shape {
             preset,
             batch: b.parse().with_context(|| format!("batch in `{s}`"))?,
             len: l.parse().with_context(|| format!("length in `{s}`"))?,
+            recompute,
         })
     }
 }
@@ -180,6 +188,7 @@ fn run_shape<B: AutodiffBackend>(
         warmup_ratio: 0.0,
         bucket_by_length: false,
         eval_batch: shape.batch,
+        recompute: shape.recompute,
         seed: 7,
         ..TrainConfig::default()
     };
@@ -203,12 +212,19 @@ fn run_shape<B: AutodiffBackend>(
     let timed = report.history.last().context("no epoch ran")?;
     let warm = report.history.first().context("no epoch ran")?;
     let tokens_per_s = timed.tokens as f64 / timed.train_seconds;
-    let estimate = estimate_training_memory(&model_config, shape.batch, shape.len, precision);
+    let estimate = estimate_training_memory_with(
+        &model_config,
+        shape.batch,
+        shape.len,
+        precision,
+        shape.recompute,
+    );
     let attr = |k: &str| rec.attrs.get(k).and_then(Value::as_u64);
     Ok(json!({
         "preset": shape.preset.name(),
         "batch": shape.batch,
         "len": shape.len,
+        "recompute": shape.recompute,
         "params": model_config.num_params(),
         "steps_timed": steps,
         "tokens_per_s": tokens_per_s,
