@@ -507,7 +507,7 @@ fn a_preempted_task_finishes_its_trial_and_a_requeued_one_continues() {
         .unwrap()
         .success());
     // Task 0 is requeued once it has run a trial: killed, queued again (Slurm
-    // holds a requeued job back 2 minutes; the test releases it at once).
+    // holds a requeued job back 2 minutes; the test releases it after 2 s).
     running_on(&s, &job, "0");
     let requeue = format!("{job}_0");
     assert!(Command::new("scontrol")
@@ -515,9 +515,16 @@ fn a_preempted_task_finishes_its_trial_and_a_requeued_one_continues() {
         .status()
         .unwrap()
         .success());
+    // Not in the second of the requeue: slurmd refuses a launch whose
+    // credential is no newer (in whole seconds) than the revocation of the
+    // killed instance's ("Job credential revoked"), and the task fails.
+    let requeued = Instant::now();
     let mut released = false;
     wait_for(&job, &s, 2, || {
-        if !released && tasks(&job).get(&0).is_some_and(|(st, _)| st == "PENDING") {
+        if !released
+            && requeued.elapsed() > Duration::from_secs(2)
+            && tasks(&job).get(&0).is_some_and(|(st, _)| st == "PENDING")
+        {
             released = Command::new("scontrol")
                 .args(["update", &format!("jobid={requeue}"), "starttime=now"])
                 .status()
