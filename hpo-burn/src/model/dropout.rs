@@ -123,37 +123,38 @@ impl MaskTape {
 /// recomputation ([`crate::train`]) runs each layer this way. Inside a
 /// [`replay_masks`], the masks recorded are the replayed ones.
 pub fn record_masks<T>(f: impl FnOnce() -> T) -> (T, MaskTape) {
-    let outer = tape::finish(None);
-    let source = match &outer {
-        Some(tape::State::Replay(rest)) => rest.clone(),
-        _ => Vec::new(),
+    // An enclosing replay hands the seeds it has left to this run.
+    let (outer, source) = match tape::swap(None) {
+        Some(tape::State::Replay(rest)) => (None, Some(rest)),
+        other => (other, None),
     };
-    tape::start(tape::State::Record {
+    let replaying = source.is_some();
+    tape::swap(Some(tape::State::Record {
         seeds: Vec::new(),
-        source,
-    });
+        source: source.unwrap_or_default(),
+    }));
     let out = f();
-    let (seeds, rest) = match tape::finish(None) {
+    let (seeds, rest) = match tape::swap(None) {
         Some(tape::State::Record { seeds, source }) => (seeds, source),
         _ => (Vec::new(), Vec::new()),
     };
     // An enclosing replay goes on after the seeds this run took from it.
-    let outer = match outer {
-        Some(tape::State::Replay(_)) => Some(tape::State::Replay(rest)),
-        other => other,
-    };
-    tape::start_or_clear(outer);
+    tape::swap(if replaying {
+        Some(tape::State::Replay(rest))
+    } else {
+        outer
+    });
     (out, MaskTape { seeds })
 }
 
 /// Runs `f` applying `tape`'s masks, in order, to its dropouts on this
 /// thread; a dropout past the tape's end draws a fresh mask.
 pub fn replay_masks<T>(tape: &MaskTape, f: impl FnOnce() -> T) -> T {
-    let previous = tape::start(tape::State::Replay(
+    let previous = tape::swap(Some(tape::State::Replay(
         tape.seeds.iter().rev().copied().collect(),
-    ));
+    )));
     let out = f();
-    tape::finish(previous);
+    tape::swap(previous);
     out
 }
 
@@ -182,19 +183,9 @@ mod tape {
         static TAPE: RefCell<Option<State>> = const { RefCell::new(None) };
     }
 
-    /// Starts `state`, returning the tape it replaces (nested tapes restore it).
-    pub(super) fn start(state: State) -> Option<State> {
-        TAPE.with(|t| t.borrow_mut().replace(state))
-    }
-
-    /// Ends the running tape, putting `previous` back; returns the ended one.
-    pub(super) fn finish(previous: Option<State>) -> Option<State> {
-        TAPE.with(|t| std::mem::replace(&mut *t.borrow_mut(), previous))
-    }
-
-    /// Puts `state` (or no tape) in place.
-    pub(super) fn start_or_clear(state: Option<State>) {
-        TAPE.with(|t| *t.borrow_mut() = state);
+    /// Puts `state` (or no tape) in place, returning the tape it replaces.
+    pub(super) fn swap(state: Option<State>) -> Option<State> {
+        TAPE.with(|t| std::mem::replace(&mut *t.borrow_mut(), state))
     }
 
     pub(super) fn active() -> Option<Mode> {

@@ -3,6 +3,7 @@
 
 use super::devices::{DeviceBudget, DeviceSet};
 use super::{shrink_ladder, Batch, Correction};
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
@@ -63,16 +64,14 @@ pub struct Candidate<K> {
     pub ladder: Vec<(Batch, u64)>,
 }
 
-const RECOMPUTE_SUFFIX: &str = " +recompute";
-
 /// The family whose learned [`Correction`] applies to a run at `batch`:
 /// recomputation changes what the analytic estimate misses, so runs with it
 /// are learned apart (`"bert-base +recompute"`).
-pub fn correction_family(family: &str, batch: Batch) -> String {
+pub fn correction_family(family: &str, batch: Batch) -> Cow<'_, str> {
     if batch.recompute {
-        format!("{family}{RECOMPUTE_SUFFIX}")
+        Cow::Owned(format!("{family} +recompute"))
     } else {
-        family.to_owned()
+        Cow::Borrowed(family)
     }
 }
 
@@ -249,11 +248,11 @@ impl<K: Clone + Eq + Hash> Scheduler<K> {
         });
     }
 
-    /// Bytes a trial of `family` estimated at `estimate` needs on a device
-    /// whose per-process context costs `context`.
-    fn need(&self, family: &str, estimate: u64, context: u64) -> u64 {
+    /// Bytes a trial of `family` run at `batch`, estimated at `estimate`,
+    /// needs on a device whose per-process context costs `context`.
+    fn need(&self, family: &str, batch: Batch, estimate: u64, context: u64) -> u64 {
         let factor = if self.policy.learn {
-            self.factor(family)
+            self.factor(family, batch)
         } else {
             1.0
         };
@@ -261,21 +260,23 @@ impl<K: Clone + Eq + Hash> Scheduler<K> {
         (bytes as u64).saturating_add(context)
     }
 
-    /// The learned factor of `family`; a [`correction_family`] of
-    /// recomputing runs takes its model's factor until one of its own runs
-    /// has taught it something.
-    fn factor(&self, family: &str) -> f64 {
-        match family.strip_suffix(RECOMPUTE_SUFFIX) {
-            Some(model) if !self.correction.knows(family) => self.correction.factor(model),
-            _ => self.correction.factor(family),
+    /// The learned factor of `family` run at `batch`: its
+    /// [`correction_family`]'s, which for a recomputing run is the model's
+    /// own until one of its recomputing runs has taught it something.
+    fn factor(&self, family: &str, batch: Batch) -> f64 {
+        let learned = correction_family(family, batch);
+        if self.correction.knows(&learned) {
+            self.correction.factor(&learned)
+        } else {
+            self.correction.factor(family)
         }
     }
 
     /// The index in the ladder of the first batch that fits alone, if any.
     fn rung(&self, c: &Candidate<K>) -> Option<usize> {
         c.ladder.iter().position(|&(b, est)| {
-            let family = correction_family(&c.family, b);
-            self.devices.fits_alone(|ctx| self.need(&family, est, ctx))
+            self.devices
+                .fits_alone(|ctx| self.need(&c.family, b, est, ctx))
         })
     }
 
@@ -284,8 +285,9 @@ impl<K: Clone + Eq + Hash> Scheduler<K> {
         let c = &self.queue.get(i)?.candidate;
         let rung = self.rung(c)?;
         let (batch, est) = *c.ladder.get(rung)?;
-        let family = correction_family(&c.family, batch);
-        let (device, bytes) = self.devices.place(|ctx| self.need(&family, est, ctx))?;
+        let (device, bytes) = self
+            .devices
+            .place(|ctx| self.need(&c.family, batch, est, ctx))?;
         Some((rung, device, bytes))
     }
 
@@ -304,10 +306,9 @@ impl<K: Clone + Eq + Hash> Scheduler<K> {
                 .ladder
                 .iter()
                 .copied()
-                .min_by_key(|&(b, est)| self.need(&correction_family(&c.family, b), est, 0))
+                .min_by_key(|&(b, est)| self.need(&c.family, b, est, 0))
                 .unwrap_or((Batch::new(0, 0), 0));
-            let family = correction_family(&c.family, floor);
-            let need = self.need(&family, est, 0);
+            let need = self.need(&c.family, floor, est, 0);
             let reason = format!(
                 "the configuration needs about {:.2} GiB even at its smallest micro-batch {}{} \
                  (estimate {:.2} GiB x learned factor {:.2} x margin {:.2}, plus the process context), \
@@ -320,7 +321,7 @@ impl<K: Clone + Eq + Hash> Scheduler<K> {
                     ""
                 },
                 est as f64 / super::GIB as f64,
-                self.factor(&family),
+                self.factor(&c.family, floor),
                 1.0 + self.policy.safety_margin
             );
             return Some(Step::Infeasible { key: c.key, reason });
@@ -365,7 +366,7 @@ impl<K: Clone + Eq + Hash> Scheduler<K> {
             Running {
                 device,
                 reserved,
-                family: correction_family(&c.family, batch),
+                family: correction_family(&c.family, batch).into_owned(),
                 estimate,
             },
         );

@@ -865,6 +865,8 @@ impl Coordinator<'_> {
         self.study.stop_beating(w.trial_id)?;
         let storage = Arc::clone(self.study.storage());
         let mut record = storage.trial(w.trial_id)?;
+        // Where an OOM of this run goes next (nowhere at the floor).
+        let smaller = self.smaller(&record.params(), w.launch.batch);
         let mut device_fault = None;
         if let Some(signal) = w.stopped.filter(|_| record.state == TrialState::Running) {
             // Stopped with the study: its configuration waits for the next run.
@@ -907,7 +909,7 @@ impl Coordinator<'_> {
             let mut attrs = kind.attrs(reason);
             attrs.push((EXIT_ATTR.to_owned(), Value::from(cause)));
             attrs.push((STDERR_ATTR.to_owned(), Value::from(tail)));
-            let relaunchable = self.smaller(&record.params(), w.launch.batch).is_some();
+            let relaunchable = smaller.is_some();
             if oom {
                 let mut config = serde_json::Map::new();
                 for (k, v) in record.params() {
@@ -966,7 +968,7 @@ impl Coordinator<'_> {
             tracing::warn!(device = w.launch.device, "device out of rotation");
         }
         if oom {
-            if let Some(smaller) = self.smaller(&record.params(), w.launch.batch) {
+            if let Some(smaller) = smaller {
                 self.relaunch(&record, smaller)?;
             }
         }
