@@ -12,6 +12,8 @@
 //! [`Cholesky::factor`] starts again with jitter added to the diagonal, ten
 //! times more each time, and gives up with `None` past a bound.
 
+use super::wide::dispatched;
+
 /// Smallest jitter tried after a failed pivot, relative to the mean diagonal.
 const FIRST_JITTER: f64 = 1e-10;
 /// Largest jitter tried, relative to the mean diagonal.
@@ -109,42 +111,21 @@ impl Cholesky {
 
     /// Solves `L x = b` in place.
     pub(super) fn solve_lower(&self, b: &mut [f64]) {
-        for i in 0..self.n {
-            let r = self.row(i);
-            b[i] = (b[i] - dot(&r[..i], &b[..i])) / r[i];
-        }
+        solve_lower(self, b);
     }
 
     /// Solves `L X = B` in place for [`LANES`] right-hand sides at once,
     /// `b` row-major (`b[i * LANES + k]` is row `i` of column `k`): each row
     /// of `L` is read once for all of them, and the sums over the columns are
-    /// independent, so the loop runs at the machine's arithmetic rate.
+    /// independent, so the loop runs at the machine's arithmetic rate. Each
+    /// column is the same, bit for bit, as a sum taken in row order.
     pub(super) fn solve_lower_lanes(&self, b: &mut [f64]) {
-        debug_assert_eq!(b.len(), self.n * LANES);
-        for i in 0..self.n {
-            let r = self.row(i);
-            let mut acc = [0.0; LANES];
-            let (done, rest) = b.split_at_mut(i * LANES);
-            for (l, row) in r[..i].iter().zip(done.chunks_exact(LANES)) {
-                for (a, x) in acc.iter_mut().zip(row) {
-                    *a += l * x;
-                }
-            }
-            for (x, a) in rest[..LANES].iter_mut().zip(acc) {
-                *x = (*x - a) / r[i];
-            }
-        }
+        solve_lower_lanes(self, b);
     }
 
     /// Solves `Lᵀ x = b` in place.
     pub(super) fn solve_upper(&self, b: &mut [f64]) {
-        for i in (0..self.n).rev() {
-            b[i] /= self.row(i)[i];
-            let xi = b[i];
-            for (bj, lij) in b[..i].iter_mut().zip(&self.row(i)[..i]) {
-                *bj -= lij * xi;
-            }
-        }
+        solve_upper(self, b);
     }
 
     /// Solves `A x = b` in place.
@@ -210,9 +191,175 @@ impl Cholesky {
 /// Right-hand sides solved together by [`Cholesky::solve_lower_lanes`].
 pub(super) const LANES: usize = 8;
 
+/// Rows of `L` whose sums [`lower_lanes_kernel`] accumulates together, so
+/// that each solved row of `X` is read once for all of them: four rows of
+/// eight lanes are 32 independent sums, enough to keep AVX2's adders busy
+/// (one row's eight sums wait on the adder's latency).
+const ROWS: usize = 4;
+
+dispatched! {
+    fn solve_lower(c: &Cholesky, b: &mut [f64]) => lower_kernel
+}
+
+dispatched! {
+    fn solve_lower_lanes(c: &Cholesky, b: &mut [f64]) => lower_lanes_kernel
+}
+
+dispatched! {
+    fn solve_upper(c: &Cholesky, b: &mut [f64]) => upper_kernel
+}
+
+/// `L x = b` by rows: `x_i = (b_i - L[i][..i] · x[..i]) / L[i][i]`, each
+/// sum taken as [`dot`] takes it. [`ROWS`] rows at a time share the loads
+/// of `x`: rows `4t..4t+3` have the same whole chunks of eight (`8q ≤ 4t`),
+/// whose partial sums run side by side (four chains instead of one waiting
+/// on the adder), then each row adds its own tail in order.
+#[inline(always)]
+fn lower_kernel(c: &Cholesky, b: &mut [f64]) {
+    let n = c.n;
+    let mut i0 = 0;
+    while i0 + ROWS <= n {
+        let q = i0 / 8;
+        let l = |r: usize| c.row(i0 + r)[..8 * q].as_chunks::<8>().0;
+        let (l0, l1, l2, l3) = (l(0), l(1), l(2), l(3));
+        let x = b[..8 * q].as_chunks::<8>().0;
+        let [mut s0, mut s1, mut s2, mut s3] = [[0.0; 8]; ROWS];
+        for ((((x, a0), a1), a2), a3) in x.iter().zip(l0).zip(l1).zip(l2).zip(l3) {
+            mul_add8(&mut s0, a0, x);
+            mul_add8(&mut s1, a1, x);
+            mul_add8(&mut s2, a2, x);
+            mul_add8(&mut s3, a3, x);
+        }
+        for (r, a) in [s0, s1, s2, s3].iter().enumerate() {
+            let i = i0 + r;
+            let row = c.row(i);
+            let mut s = combine(a);
+            for (l, x) in row[8 * q..i].iter().zip(&b[8 * q..i]) {
+                s += l * x;
+            }
+            b[i] = (b[i] - s) / row[i];
+        }
+        i0 += ROWS;
+    }
+    for i in i0..n {
+        let r = c.row(i);
+        b[i] = (b[i] - dot(&r[..i], &b[..i])) / r[i];
+    }
+}
+
+/// `L X = B` for [`LANES`] columns, [`ROWS`] rows at a time: the rows' sums
+/// over the rows solved before the block share each solved row's load, then
+/// the block's own triangle is finished row by row. Every sum runs over `j`
+/// in increasing order, as one row at a time would take it.
+#[inline(always)]
+fn lower_lanes_kernel(c: &Cholesky, b: &mut [f64]) {
+    debug_assert_eq!(b.len(), c.n * LANES);
+    let mut i0 = 0;
+    while i0 < c.n {
+        let rows = ROWS.min(c.n - i0);
+        let mut acc = [[0.0; LANES]; ROWS];
+        let (done, rest) = b.split_at_mut(i0 * LANES);
+        let done = done.as_chunks::<LANES>().0;
+        if rows == ROWS {
+            let l = |r: usize| &c.row(i0 + r)[..i0];
+            let (l0, l1, l2, l3) = (l(0), l(1), l(2), l(3));
+            let [mut s0, mut s1, mut s2, mut s3] = acc;
+            for ((((x, a0), a1), a2), a3) in done.iter().zip(l0).zip(l1).zip(l2).zip(l3) {
+                axpy(&mut s0, *a0, x);
+                axpy(&mut s1, *a1, x);
+                axpy(&mut s2, *a2, x);
+                axpy(&mut s3, *a3, x);
+            }
+            acc = [s0, s1, s2, s3];
+        } else {
+            for (r, sums) in acc.iter_mut().enumerate().take(rows) {
+                for (l, x) in c.row(i0 + r)[..i0].iter().zip(done) {
+                    axpy(sums, *l, x);
+                }
+            }
+        }
+        let block = rest[..rows * LANES].as_chunks_mut::<LANES>().0;
+        for (r, sums) in acc.iter_mut().enumerate().take(rows) {
+            let row = c.row(i0 + r);
+            let (solved, this) = block.split_at_mut(r);
+            for (l, x) in row[i0..i0 + r].iter().zip(solved.iter()) {
+                axpy(sums, *l, x);
+            }
+            let d = row[i0 + r];
+            for (x, s) in this[0].iter_mut().zip(sums.iter()) {
+                *x = (*x - s) / d;
+            }
+        }
+        i0 += rows;
+    }
+}
+
+/// [`dot`]'s sum of its eight partial sums. Not inlined: the kernels keep
+/// their partial sums in vector registers, lane by lane, which the compiler
+/// otherwise shuffles into the order this sum reads them in.
+#[inline(never)]
+fn combine(a: &[f64; 8]) -> f64 {
+    ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]))
+}
+
+/// `s += a ⊙ x`, element by element.
+#[inline(always)]
+fn mul_add8(s: &mut [f64; 8], a: &[f64; 8], x: &[f64; 8]) {
+    for k in 0..8 {
+        s[k] += a[k] * x[k];
+    }
+}
+
+/// `s += a x` over one row of lanes.
+#[inline(always)]
+fn axpy(s: &mut [f64; LANES], a: f64, x: &[f64; LANES]) {
+    for k in 0..LANES {
+        s[k] += a * x[k];
+    }
+}
+
+/// `Lᵀ x = b` by columns of `L`, last first: `x_i = b_i / L[i][i]`, then
+/// `b_j -= L[i][j] x_i` for every `j < i`. [`ROWS`] columns at a time: their
+/// own triangle first, then one pass over the `b_j` below it applying the
+/// four updates in the same order, so each `b_j` is loaded and stored once
+/// instead of four times.
+#[inline(always)]
+fn upper_kernel(c: &Cholesky, b: &mut [f64]) {
+    let mut top = c.n;
+    while top >= ROWS {
+        let i0 = top - ROWS;
+        let (r3, r2, r1, r0) = (c.row(i0 + 3), c.row(i0 + 2), c.row(i0 + 1), c.row(i0));
+        // The triangle: rows i0+3 down to i0.
+        let x3 = b[i0 + 3] / r3[i0 + 3];
+        let x2 = (b[i0 + 2] - r3[i0 + 2] * x3) / r2[i0 + 2];
+        let x1 = ((b[i0 + 1] - r3[i0 + 1] * x3) - r2[i0 + 1] * x2) / r1[i0 + 1];
+        let x0 = (((b[i0] - r3[i0] * x3) - r2[i0] * x2) - r1[i0] * x1) / r0[i0];
+        b[i0..top].copy_from_slice(&[x0, x1, x2, x3]);
+        for ((((bj, l3), l2), l1), l0) in b[..i0]
+            .iter_mut()
+            .zip(&r3[..i0])
+            .zip(&r2[..i0])
+            .zip(&r1[..i0])
+            .zip(&r0[..i0])
+        {
+            *bj = (((*bj - l3 * x3) - l2 * x2) - l1 * x1) - l0 * x0;
+        }
+        top = i0;
+    }
+    for i in (0..top).rev() {
+        let r = c.row(i);
+        b[i] /= r[i];
+        let xi = b[i];
+        for (bj, lij) in b[..i].iter_mut().zip(&r[..i]) {
+            *bj -= lij * xi;
+        }
+    }
+}
+
 /// `Σ a_i b_i` over the shorter of the two, with eight independent partial
 /// sums: one running sum is a chain of dependent additions, which the
 /// compiler may not reorder, so it runs at the adder's latency, not its rate.
+#[inline(always)]
 pub(super) fn dot(a: &[f64], b: &[f64]) -> f64 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
@@ -322,6 +469,64 @@ mod tests {
         let x: Vec<f64> = (0..19).map(|i| i as f64).collect();
         assert_eq!(dot(&x, &x), (0..19).map(|i| (i * i) as f64).sum::<f64>());
         assert_eq!(dot(&x[..3], &x), 5.0);
+    }
+
+    #[test]
+    fn every_vector_unit_solves_bit_for_bit_as_the_baseline() {
+        // 37 rows: nine blocks of four and a partial one.
+        let n = 37;
+        let a = spd(n);
+        let c = Cholesky::factor(n, |i, j| a[i * n + j]).unwrap();
+        let rhs: Vec<f64> = (0..n * LANES)
+            .map(|k| ((k * 7919 % 101) as f64 - 50.0) / 7.0)
+            .collect();
+        // The dispatched solves (AVX-512 or AVX2 where the CPU has them)
+        // against the kernels built for the baseline.
+        let (mut wide, mut base) = (rhs.clone(), rhs.clone());
+        c.solve_lower_lanes(&mut wide);
+        lower_lanes_kernel(&c, &mut base);
+        assert_eq!(wide, base);
+        // Each column as a plain sum in row order.
+        for k in 0..LANES {
+            let mut x: Vec<f64> = (0..n).map(|i| rhs[i * LANES + k]).collect();
+            for i in 0..n {
+                let r = c.row(i);
+                let mut s = 0.0;
+                for j in 0..i {
+                    s += r[j] * x[j];
+                }
+                x[i] = (x[i] - s) / r[i];
+            }
+            let col: Vec<f64> = (0..n).map(|i| wide[i * LANES + k]).collect();
+            assert_eq!(col, x, "column {k}");
+        }
+        // One right-hand side: row by row with `dot`, and by columns, as
+        // the blocked kernels must reproduce exactly.
+        for n in [3, 4, 8, 13, 37] {
+            let c = Cholesky::factor(n, |i, j| a[i * 37 + j]).unwrap();
+            let (mut wide, mut base) = (rhs[..n].to_vec(), rhs[..n].to_vec());
+            c.solve_lower(&mut wide);
+            lower_kernel(&c, &mut base);
+            assert_eq!(wide, base);
+            let mut plain = rhs[..n].to_vec();
+            for i in 0..n {
+                let r = c.row(i);
+                plain[i] = (plain[i] - dot(&r[..i], &plain[..i])) / r[i];
+            }
+            assert_eq!(wide, plain, "lower, n = {n}");
+            c.solve_upper(&mut wide);
+            upper_kernel(&c, &mut base);
+            assert_eq!(wide, base);
+            for i in (0..n).rev() {
+                let r = c.row(i);
+                plain[i] /= r[i];
+                let xi = plain[i];
+                for (bj, lij) in plain[..i].iter_mut().zip(&r[..i]) {
+                    *bj -= lij * xi;
+                }
+            }
+            assert_eq!(wide, plain, "upper, n = {n}");
+        }
     }
 
     #[test]

@@ -18,6 +18,8 @@
 //! * `acquisition` — log expected improvement times the probability of
 //!   feasibility, computed stably in the tails;
 //! * `search` — multi-start local search over mixed spaces;
+//! * `wide` — the triangular solves compiled for AVX2 and AVX-512 too,
+//!   picked at run time, with the same results bit for bit;
 //! * `config` ([`GpConfig`]) and `sampler` ([`GpSampler`]).
 //!
 //! ## Where it differs from Optuna
@@ -52,6 +54,7 @@ mod model;
 mod sampler;
 mod search;
 mod space;
+mod wide;
 
 pub use self::config::GpConfig;
 pub use self::sampler::GpSampler;

@@ -24,7 +24,7 @@
 //! Writes `bench/results/gp_overhead.json` and `.md` (or `--out DIR`).
 //!
 //! ```text
-//! cargo bench --bench gp_overhead -- [--sizes 10,25,50,100,300,1000] [--repeats 5]
+//! cargo bench -p hpo-core --bench gp_overhead -- [--sizes 10,25,50,100,300,1000] [--repeats 5]
 //!     [--space float|mixed] [--optuna PY] [--optuna-sizes 10,25,50,100,300]
 //!     [--optuna-max-seconds 1800] [--out DIR]
 //! ```
@@ -34,7 +34,7 @@ mod cpu_clock;
 
 use anyhow::{bail, Context, Result};
 use cpu_clock::thread_cpu_s;
-use hpo::{Direction, GpSampler, Study, Trial, TrialError};
+use hpo_core::{Direction, GpSampler, Study, Trial, TrialError};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -130,7 +130,7 @@ fn list(s: &str) -> Result<Vec<usize>> {
 }
 
 fn main() -> Result<()> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let mut sizes = vec![10usize, 25, 50, 100, 300, 1000];
     let mut optuna_sizes = vec![10usize, 25, 50, 100, 300];
     let mut repeats = 5usize;
@@ -211,7 +211,7 @@ fn main() -> Result<()> {
     )?;
     writeln!(
         md,
-        "`cargo bench --bench gp_overhead -- {}`; one thread each; hpo's mean over at least one \
+        "`cargo bench -p hpo-core --bench gp_overhead -- {}`; one thread each; hpo's mean over at least one \
          refit interval, Optuna's GPSampler (refits every trial) on the same machine in the same \
          run. Target (issue 37): hpo's mean under 1/10 of Optuna's at 100 and 300 trials.\n",
         args.join(" ")
@@ -266,7 +266,7 @@ fn main() -> Result<()> {
         .unwrap_or_default();
     let out = json!({
         "meta": {
-            "command": format!("cargo bench --bench gp_overhead -- {}", args.join(" ")),
+            "command": format!("cargo bench -p hpo-core --bench gp_overhead -- {}", args.join(" ")),
             "space": space,
             "cpu": cpu,
             "cpus": std::thread::available_parallelism().map_or(1, |n| n.get()),

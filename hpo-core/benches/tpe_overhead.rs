@@ -24,8 +24,8 @@
 //! Writes `bench/results/tpe_overhead.json` and `.md` and prints the tables.
 //!
 //! ```text
-//! cargo bench --bench tpe_overhead [-- --sizes 100,500,1000,2000,5000 --repeats 30 --sampler-only]
-//! cargo bench --bench tpe_overhead -- --grown-only --sizes 2000,5000 --repeats 30
+//! cargo bench -p hpo-core --bench tpe_overhead [-- --sizes 100,500,1000,2000,5000 --repeats 30 --sampler-only]
+//! cargo bench -p hpo-core --bench tpe_overhead -- --grown-only --sizes 2000,5000 --repeats 30
 //! ```
 
 #[path = "support/cpu_clock.rs"]
@@ -33,7 +33,7 @@ mod cpu_clock;
 
 use anyhow::{bail, Context, Result};
 use cpu_clock::thread_cpu_s;
-use hpo::{
+use hpo_core::{
     CategoricalDistribution, Direction, Distribution, FloatDistribution, FrozenTrial,
     IntDistribution, Sampler, Study, StudyView, TpeConfig, TpeSampler, TrialState,
 };
@@ -143,7 +143,7 @@ fn sampler_time(
 }
 
 /// Ten `suggest_*` on the benchmark's space; returns the values in internal units.
-fn suggest_all(t: &mut hpo::Trial) -> Result<BTreeMap<String, f64>> {
+fn suggest_all(t: &mut hpo_core::Trial) -> Result<BTreeMap<String, f64>> {
     let mut p = BTreeMap::new();
     for i in 0..6 {
         let k = format!("x{i}");
@@ -373,10 +373,10 @@ fn main() -> Result<()> {
         )?;
     }
     print!("{md}");
-    let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("bench/results");
+    let out = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("bench/results");
     std::fs::create_dir_all(&out)?;
     let meta = json!({
-        "command": "cargo bench --bench tpe_overhead", "repeats": repeats, "clock": "CLOCK_THREAD_CPUTIME_ID",
+        "command": "cargo bench -p hpo-core --bench tpe_overhead", "repeats": repeats, "clock": "CLOCK_THREAD_CPUTIME_ID",
         "config": TpeConfig::default(), "targets_ms": {"2000": 0.5, "5000": 1.0},
         "loadavg_start": load_start, "loadavg_end": load(),
     });
