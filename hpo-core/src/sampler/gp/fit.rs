@@ -15,7 +15,7 @@
 //! point (`tests/it/gp.rs`). The gradient is analytic:
 //! `∂/∂θ = ½ tr((K⁻¹ - ααᵀ) ∂K/∂θ) - ∂ log p(θ)/∂θ`, `α = K⁻¹y`.
 
-use super::kernel::{matern52, matern52_ds, sq_diff, KernelParams};
+use super::kernel::{matern52_with_ds, sq_diff, KernelParams};
 use super::lbfgs;
 use super::linalg::Cholesky;
 
@@ -121,8 +121,9 @@ pub(super) fn loss(data: Data<'_>, raw: &[f64], grad: &mut [f64]) -> f64 {
                 *dj = sq_diff(data.categorical[j], xa[j], xb[j]);
                 s += p.inv_sq_lengthscales[j] * *dj;
             }
-            let kab = p.scale * matern52(s);
-            let dm = w * p.scale * matern52_ds(s);
+            let (m, m_ds) = matern52_with_ds(s);
+            let kab = p.scale * m;
+            let dm = w * p.scale * m_ds;
             for ((g, dj), l) in grad.iter_mut().zip(&diffs).zip(&p.inv_sq_lengthscales) {
                 if *dj != 0.0 {
                     *g += dm * l * dj;
