@@ -153,11 +153,16 @@ def main():
     ap.add_argument("--budget", type=int, default=720, help="seconds per run")
     ap.add_argument("--out-dir", default="bench/results")
     ap.add_argument("--only", default="optuna,in-process,workers")
+    ap.add_argument(
+        "--seed", type=int, default=42,
+        help="the split, the samplers and the training seeds, the same on every side "
+        "(one sitting per seed gives the spread)",
+    )
     a = ap.parse_args()
     cores = os.cpu_count() or 1
     work = tempfile.mkdtemp(prefix="hpo-study-vs-optuna-")
     splits = os.path.join(work, "splits")
-    run([a.criteria, "--write-splits", splits], os.path.join(work, "splits.log"))
+    run([a.criteria, "--write-splits", splits, "--seed", str(a.seed)], os.path.join(work, "splits.log"))
     here = os.path.dirname(os.path.abspath(__file__))
     load_before = load_average()
     runs = []
@@ -168,7 +173,7 @@ def main():
             cmd = [
                 sys.executable, os.path.join(here, "optuna_study_torch.py"),
                 "--splits", splits, "--checkpoint", a.checkpoint,
-                "--timeout", str(a.budget), "--out", out,
+                "--timeout", str(a.budget), "--out", out, "--seed", str(a.seed),
             ]
             run(cmd, log)
             with open(out) as f:
@@ -179,7 +184,7 @@ def main():
         cmd = [
             a.criteria, "--pretrained", a.checkpoint, "--jobs", jobs,
             "--timeout", str(a.budget), "--trials", "100000",
-            "--storage", f"sqlite:///{db}",
+            "--storage", f"sqlite:///{db}", "--seed", str(a.seed),
         ]
         wall, output = run(cmd, log)
         mode = "in-process, op-level threads" if which == "in-process" else f"--jobs {cores}, {cores} workers x 1 thread"
@@ -190,10 +195,11 @@ def main():
         "budget_s": a.budget,
         "machine": cpu_model(),
         "cores": cores,
-        "splits": f"{n_train} training tweets (criteria's --train-limit), seed 42",
+        "splits": f"{n_train} training tweets (criteria's --train-limit), seed {a.seed}",
+        "seed": a.seed,
         "load_before": load_before,
         "load_after": load_average(),
-        "command": f"bench/study_vs_optuna.sh {a.budget}",
+        "command": f"bench/study_vs_optuna.sh {a.budget}" + (f" --seed {a.seed}" if a.seed != 42 else ""),
         "runs": runs,
         "logs": work,
     }
