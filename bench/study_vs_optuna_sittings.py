@@ -20,8 +20,10 @@ import statistics
 
 
 def side(run):
-    """'optuna' or 'workers' for a run of study_vs_optuna.json."""
-    return "optuna" if run["tool"].startswith("optuna") else "workers"
+    """'optuna', 'workers' or 'in-process' for a run of study_vs_optuna.json."""
+    if run["tool"].startswith("optuna"):
+        return "optuna"
+    return "workers" if "--jobs" in run["tool"] else "in-process"
 
 
 def useful(run):
