@@ -114,9 +114,9 @@ impl Model {
         let mut coords = vec![[0.0; LANES]; d];
         for chunk in points.chunks(LANES) {
             for (j, c) in coords.iter_mut().enumerate() {
-                for k in 0..LANES {
+                for (k, v) in c.iter_mut().enumerate() {
                     // Missing lanes repeat the first point; they are dropped.
-                    c[k] = chunk.get(k).unwrap_or(&chunk[0])[j];
+                    *v = chunk.get(k).unwrap_or(&chunk[0])[j];
                 }
             }
             let mut means = [0.0; LANES];
