@@ -80,11 +80,9 @@ def main():
     }
     with open(a.out + ".json", "w") as f:
         json.dump(result, f, indent=2)
+    # No heading: the book includes this file under its own.
     lines = [
-        f"# criteria against Optuna + PyTorch, {result['budget_s'] // 60} minutes, "
-        f"{len(sittings)} sittings",
-        "",
-        f"Sittings (seeds {', '.join(map(str, result['seeds']))}; each its own split, sampler "
+        f"{len(sittings)} sittings of {result['budget_s']} s a side (seeds {', '.join(map(str, result['seeds']))}; each its own split, sampler "
         f"and training seeds, the same on both sides), run one after another on {result['machine']} "
         f"({result['cores']} cores): `bench/study_vs_optuna.sh {result['budget_s']} --only "
         f"optuna,workers --seed S --out-dir DIR`, then `python3 bench/study_vs_optuna_sittings.py "
