@@ -11,9 +11,11 @@
 //! **The results are the same bit for bit on every path.** Rust never fuses
 //! a multiplication and an addition unless asked (`mul_add`), nor reorders
 //! floating-point sums, so a wider unit computes each sum in the order the
-//! source writes it: a study proposes the same points on a machine with
-//! AVX-512 as on one without, and a resumed study continues exactly. The
-//! tests of `linalg` check it against the baseline build of the same kernel.
+//! source writes it: these kernels give a machine with AVX-512 the same
+//! results as one without (the kernel's exponential is the C library's,
+//! which picks its own code by CPU), and a resumed study continues exactly.
+//! The tests of `linalg` and `model` check each kernel against its baseline
+//! build.
 
 /// Defines `fn $name(args) -> R` calling the `#[inline(always)]` kernel
 /// `$kernel(args)`, compiled with AVX-512F, with AVX2, or for the baseline,
