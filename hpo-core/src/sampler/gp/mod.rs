@@ -18,8 +18,9 @@
 //! * `acquisition` — log expected improvement times the probability of
 //!   feasibility, computed stably in the tails;
 //! * `search` — multi-start local search over mixed spaces;
-//! * `wide` — the triangular solves compiled for AVX2 and AVX-512 too,
-//!   picked at run time, with the same results bit for bit;
+//! * `wide` — the hot kernels (the triangular solves, the posterior at many
+//!   points) compiled for AVX2 and AVX-512 too, picked at run time, with the
+//!   same results bit for bit;
 //! * `config` ([`GpConfig`]) and `sampler` ([`GpSampler`]).
 //!
 //! ## Where it differs from Optuna

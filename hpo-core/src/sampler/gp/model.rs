@@ -138,6 +138,8 @@ impl Model {
                             s[k] += l * sq_diff(true, c[k], xj);
                         }
                     } else {
+                        // `sq_diff`'s numeric case, written out so that the
+                        // lane loop has no branch to vectorise around.
                         for k in 0..LANES {
                             s[k] += l * ((c[k] - xj) * (c[k] - xj));
                         }
