@@ -9,7 +9,7 @@
 //! the feasibility term likewise switches to its asymptotic series far in
 //! the tail.
 
-use super::model::Model;
+use super::model::{Kept, Model};
 use std::f64::consts::FRAC_1_SQRT_2;
 
 /// Added to the posterior variance before dividing by it (Optuna's).
@@ -132,34 +132,72 @@ impl Acquisition<'_> {
     }
 
     /// The acquisition at `p`, its gradient written to `grad`.
+    #[cfg(test)]
     pub(super) fn value_grad(&self, p: &[f64], grad: &mut [f64]) -> f64 {
+        let mut kept = KeptAcquisition::default();
+        let v = self.value_kept(p, &mut kept);
+        self.gradient_kept(p, &mut kept, grad);
+        v
+    }
+
+    /// The acquisition at `p` (the same bits as [`Acquisition::value_grad`]
+    /// gives), keeping in `kept` what [`Acquisition::gradient_kept`] needs.
+    pub(super) fn value_kept(&self, p: &[f64], kept: &mut KeptAcquisition) -> f64 {
+        let mut v = 0.0;
+        if let Some(best) = self.best {
+            let (m, s2) = self.objective.posterior_kept(p, &mut kept.objective);
+            let (val, a, b) = log_ei(m, s2, best);
+            v += val;
+            kept.ei = (a, b);
+        }
+        if let Some((model, threshold)) = self.feasibility {
+            let (m, s2) = model.posterior_kept(p, &mut kept.feasibility);
+            let (val, a, b) = log_pi(m, s2, threshold);
+            v += val;
+            kept.pi = (a, b);
+        }
+        v
+    }
+
+    /// The gradient at `p`, the point of the last
+    /// [`Acquisition::value_kept`] call, which filled `kept`.
+    pub(super) fn gradient_kept(&self, p: &[f64], kept: &mut KeptAcquisition, grad: &mut [f64]) {
         let d = p.len();
         let mut dm = vec![0.0; d];
         let mut dv = vec![0.0; d];
         grad.fill(0.0);
-        let mut v = 0.0;
-        if let Some(best) = self.best {
-            let (m, s2) = self.objective.posterior_grad(p, &mut dm, &mut dv);
-            let (val, a, b) = log_ei(m, s2, best);
-            v += val;
+        if self.best.is_some() {
+            self.objective
+                .gradient_kept(p, &mut kept.objective, &mut dm, &mut dv);
+            let (a, b) = kept.ei;
             for j in 0..d {
                 grad[j] += a * dm[j] + b * dv[j];
             }
         }
-        if let Some((model, threshold)) = self.feasibility {
-            let (m, s2) = model.posterior_grad(p, &mut dm, &mut dv);
-            let (val, a, b) = log_pi(m, s2, threshold);
-            v += val;
+        if let Some((model, _)) = self.feasibility {
+            model.gradient_kept(p, &mut kept.feasibility, &mut dm, &mut dv);
+            let (a, b) = kept.pi;
             for j in 0..d {
                 grad[j] += a * dm[j] + b * dv[j];
             }
         }
-        v
     }
+}
+
+/// What [`Acquisition::value_kept`] keeps for
+/// [`Acquisition::gradient_kept`]: each model's, and the partials of log EI
+/// and log PI with respect to the mean and the variance.
+#[derive(Debug, Default)]
+pub(super) struct KeptAcquisition {
+    objective: Kept,
+    feasibility: Kept,
+    ei: (f64, f64),
+    pi: (f64, f64),
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::kernel::KernelParams;
     use super::*;
 
     #[test]
@@ -199,6 +237,55 @@ mod tests {
         assert!((log_cdf(0.0).0 - 0.5f64.ln()).abs() < 1e-15);
         // Φ(-2) by a table: 0.022750131948179195.
         assert!((log_cdf(-2.0).0 - 0.022_750_131_948_179_195f64.ln()).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_kept_gradient_matches_finite_differences_of_the_value() {
+        let x: Vec<Vec<f64>> = (0..9)
+            .map(|i| {
+                let t = f64::from(i) / 8.0;
+                vec![t, (5.0 * t).cos().abs(), f64::from(i % 2)]
+            })
+            .collect();
+        let y: Vec<f64> = x
+            .iter()
+            .map(|r| r[0] - 2.0 * r[1] * r[1] + 0.3 * r[2])
+            .collect();
+        let feasible: Vec<f64> = x
+            .iter()
+            .map(|r| if r[1] < 0.6 { 1.0 } else { -1.0 })
+            .collect();
+        let params = KernelParams {
+            inv_sq_lengthscales: vec![3.0, 2.0, 0.5],
+            scale: 1.2,
+            noise: 1e-3,
+        };
+        let cat = vec![false, false, true];
+        let objective = Model::new(params.clone(), cat.clone(), x.clone(), y, None).unwrap();
+        let feasibility = Model::new(params, cat, x, feasible, None).unwrap();
+        let acq = Acquisition {
+            objective: &objective,
+            best: Some(0.4),
+            feasibility: Some((&feasibility, 0.0)),
+        };
+        for p in [[0.3, 0.2, 1.0], [0.77, 0.55, 0.0]] {
+            let mut g = [0.0; 3];
+            let v = acq.value_grad(&p, &mut g);
+            assert_eq!(v, acq.value(&p));
+            for j in 0..2 {
+                let h = 1e-6;
+                let (mut a, mut b) = (p, p);
+                a[j] += h;
+                b[j] -= h;
+                let fd = (acq.value(&a) - acq.value(&b)) / (2.0 * h);
+                assert!(
+                    (fd - g[j]).abs() < 1e-5 * (1.0 + fd.abs()),
+                    "{j}: {fd} {}",
+                    g[j]
+                );
+            }
+            assert_eq!(g[2], 0.0);
+        }
     }
 
     #[test]

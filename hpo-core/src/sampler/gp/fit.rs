@@ -15,7 +15,7 @@
 //! point (`tests/it/gp.rs`). The gradient is analytic:
 //! `∂/∂θ = ½ tr((K⁻¹ - ααᵀ) ∂K/∂θ) - ∂ log p(θ)/∂θ`, `α = K⁻¹y`.
 
-use super::kernel::{matern52_with_ds, sq_diff, KernelParams};
+use super::kernel::{cov_row, cov_row_with_ds, sq_diff, Columns, KernelParams};
 use super::lbfgs;
 use super::linalg::Cholesky;
 
@@ -74,77 +74,129 @@ pub(super) fn log_prior(p: &KernelParams) -> f64 {
 
 /// The factor of `K = s·M + σ²I` over `x`.
 pub(super) fn factor(p: &KernelParams, x: &[Vec<f64>], categorical: &[bool]) -> Option<Cholesky> {
-    Cholesky::factor(x.len(), |i, j| {
-        if i == j {
-            p.scale + p.noise
-        } else {
-            p.cov(categorical, &x[i], &x[j])
-        }
-    })
+    factor_columns(p, x, &Columns::new(x, categorical.len()), categorical)
+}
+
+/// [`factor`] with `x` by coordinate at hand.
+fn factor_columns(
+    p: &KernelParams,
+    x: &[Vec<f64>],
+    cols: &Columns,
+    categorical: &[bool],
+) -> Option<Cholesky> {
+    Cholesky::factor_rows(
+        x.len(),
+        |_| p.scale + p.noise,
+        |i, row| cov_row(p, categorical, cols, i, &x[i], row),
+    )
 }
 
 /// The loss at raw variables `raw`, its gradient written to `grad`; infinite
 /// where `K` cannot be factored.
+#[cfg(test)]
 pub(super) fn loss(data: Data<'_>, raw: &[f64], grad: &mut [f64]) -> f64 {
-    let d = raw.len() - 2;
-    let p = from_raw(raw, data.deterministic);
-    let n = data.x.len();
-    if !p.is_valid() {
+    use lbfgs::Objective;
+    let mut l = Loss::new(data);
+    let value = l.value(raw);
+    if value.is_finite() {
+        l.gradient(grad);
+    } else {
         grad.fill(f64::NAN);
-        return f64::INFINITY;
-    }
-    let Some(chol) = factor(&p, data.x, data.categorical) else {
-        grad.fill(f64::NAN);
-        return f64::INFINITY;
-    };
-    let mut alpha = data.y.to_vec();
-    chol.solve(&mut alpha);
-    let quad = super::linalg::dot(&alpha, data.y);
-    let value = 0.5 * quad + chol.half_log_det() - log_prior(&p);
-
-    // W = K⁻¹ - ααᵀ; ∂loss/∂θ = ½ Σ_ab W_ab ∂K_ab/∂θ.
-    let kinv = chol.inverse();
-    grad.fill(0.0);
-    let mut diag_w = 0.0;
-    // The pair's per-parameter distances, computed once for the kernel and
-    // for its derivatives.
-    let mut diffs = vec![0.0; d];
-    for a in 0..n {
-        let waa = kinv[a * n + a] - alpha[a] * alpha[a];
-        diag_w += waa;
-        for b in 0..a {
-            let w = kinv[a * n + b] - alpha[a] * alpha[b];
-            // Both (a, b) and (b, a): ½ · 2 = 1.
-            let (xa, xb) = (&data.x[a], &data.x[b]);
-            let mut s = 0.0;
-            for (j, dj) in diffs.iter_mut().enumerate() {
-                *dj = sq_diff(data.categorical[j], xa[j], xb[j]);
-                s += p.inv_sq_lengthscales[j] * *dj;
-            }
-            let (m, m_ds) = matern52_with_ds(s);
-            let kab = p.scale * m;
-            let dm = w * p.scale * m_ds;
-            for ((g, dj), l) in grad.iter_mut().zip(&diffs).zip(&p.inv_sq_lengthscales) {
-                if *dj != 0.0 {
-                    *g += dm * l * dj;
-                }
-            }
-            grad[d] += w * kab;
-        }
-    }
-    grad[d] += 0.5 * diag_w * p.scale;
-    if !data.deterministic {
-        grad[d + 1] += 0.5 * diag_w * raw[d + 1].exp();
-    }
-    // Minus the prior's gradient.
-    for (g, l) in grad.iter_mut().zip(&p.inv_sq_lengthscales) {
-        *g -= 0.1 / l - 0.1 * l;
-    }
-    grad[d] -= 1.0 - p.scale;
-    if !data.deterministic {
-        grad[d + 1] -= (0.1 / p.noise - 30.0) * raw[d + 1].exp();
     }
     value
+}
+
+/// The loss as [`lbfgs::Objective`]: the value factors `K` and solves for
+/// `α`; the gradient, which needs `K⁻¹` (twice the factor's work), reuses
+/// them at the points the line search accepts.
+struct Loss<'a> {
+    data: Data<'a>,
+    /// `data.x` by coordinate.
+    cols: Columns,
+    /// The raw variables, hyperparameters, factor and `α` of the last
+    /// finite value.
+    at: Option<(Vec<f64>, KernelParams, Cholesky, Vec<f64>)>,
+}
+
+impl<'a> Loss<'a> {
+    fn new(data: Data<'a>) -> Loss<'a> {
+        Loss {
+            data,
+            cols: Columns::new(data.x, data.categorical.len()),
+            at: None,
+        }
+    }
+}
+
+impl lbfgs::Objective for Loss<'_> {
+    fn value(&mut self, raw: &[f64]) -> f64 {
+        self.at = None;
+        let data = self.data;
+        let p = from_raw(raw, data.deterministic);
+        if !p.is_valid() {
+            return f64::INFINITY;
+        }
+        let Some(chol) = factor_columns(&p, data.x, &self.cols, data.categorical) else {
+            return f64::INFINITY;
+        };
+        let mut alpha = data.y.to_vec();
+        chol.solve(&mut alpha);
+        let quad = super::linalg::dot(&alpha, data.y);
+        let value = 0.5 * quad + chol.half_log_det() - log_prior(&p);
+        self.at = Some((raw.to_vec(), p, chol, alpha));
+        value
+    }
+
+    fn gradient(&mut self, grad: &mut [f64]) {
+        let Some((raw, p, chol, alpha)) = &self.at else {
+            grad.fill(f64::NAN);
+            return;
+        };
+        let data = self.data;
+        let d = raw.len() - 2;
+        let n = data.x.len();
+        // W = K⁻¹ - ααᵀ; ∂loss/∂θ = ½ Σ_ab W_ab ∂K_ab/∂θ.
+        let kinv = chol.inverse();
+        grad.fill(0.0);
+        let mut diag_w = 0.0;
+        let mut diffs = vec![0.0; d];
+        // Row a's covariances and slopes with every b < a, vectorised.
+        let (mut k, mut k_ds) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for a in 0..n {
+            let waa = kinv[a * n + a] - alpha[a] * alpha[a];
+            diag_w += waa;
+            let xa = &data.x[a];
+            cov_row_with_ds(p, data.categorical, &self.cols, a, xa, &mut k, &mut k_ds);
+            for b in 0..a {
+                let w = kinv[a * n + b] - alpha[a] * alpha[b];
+                // Both (a, b) and (b, a): ½ · 2 = 1.
+                let xb = &data.x[b];
+                for (j, dj) in diffs.iter_mut().enumerate() {
+                    *dj = sq_diff(data.categorical[j], xa[j], xb[j]);
+                }
+                let kab = k[b];
+                let dm = w * k_ds[b];
+                for ((g, dj), l) in grad.iter_mut().zip(&diffs).zip(&p.inv_sq_lengthscales) {
+                    if *dj != 0.0 {
+                        *g += dm * l * dj;
+                    }
+                }
+                grad[d] += w * kab;
+            }
+        }
+        grad[d] += 0.5 * diag_w * p.scale;
+        if !data.deterministic {
+            grad[d + 1] += 0.5 * diag_w * raw[d + 1].exp();
+        }
+        // Minus the prior's gradient.
+        for (g, l) in grad.iter_mut().zip(&p.inv_sq_lengthscales) {
+            *g -= 0.1 / l - 0.1 * l;
+        }
+        grad[d] -= 1.0 - p.scale;
+        if !data.deterministic {
+            grad[d + 1] -= (0.1 / p.noise - 30.0) * raw[d + 1].exp();
+        }
+    }
 }
 
 /// The fitted hyperparameters and their raw variables, starting from
@@ -160,7 +212,7 @@ pub(super) fn fit(data: Data<'_>, start: &[f64]) -> (KernelParams, Vec<f64>) {
         vec![start.to_vec(), initial.clone()]
     };
     for s in starts {
-        let m = lbfgs::minimize(|raw, g| loss(data, raw, g), &s, None, GTOL, MAX_ITER);
+        let m = lbfgs::minimize(&mut Loss::new(data), &s, None, GTOL, MAX_ITER);
         if m.f.is_finite() {
             let p = from_raw(&m.x, data.deterministic);
             if p.is_valid() {

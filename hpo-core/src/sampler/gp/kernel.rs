@@ -15,10 +15,14 @@
 //! this choice change the loss"), is exactly Optuna's choice (so the fitted
 //! hyperparameters can be checked against Optuna's), and costs nothing extra.
 
+use super::exp::exp;
+use super::wide::dispatched;
+
 /// `m(r²)` of the Matérn-5/2 kernel, from the squared distance `s = r²`.
+#[inline(always)]
 pub(super) fn matern52(s: f64) -> f64 {
     let r5 = (5.0 * s).sqrt();
-    (1.0 + r5 + 5.0 / 3.0 * s) * (-r5).exp()
+    (1.0 + r5 + 5.0 / 3.0 * s) * exp(-r5)
 }
 
 /// `dm/ds` (with respect to the squared distance, finite at 0); the tests'
@@ -26,14 +30,15 @@ pub(super) fn matern52(s: f64) -> f64 {
 #[cfg(test)]
 pub(super) fn matern52_ds(s: f64) -> f64 {
     let r5 = (5.0 * s).sqrt();
-    -5.0 / 6.0 * (1.0 + r5) * (-r5).exp()
+    -5.0 / 6.0 * (1.0 + r5) * exp(-r5)
 }
 
 /// [`matern52`] and [`matern52_ds`] at once, the same values for one
 /// square root and one exponential instead of two each.
+#[inline(always)]
 pub(super) fn matern52_with_ds(s: f64) -> (f64, f64) {
     let r5 = (5.0 * s).sqrt();
-    let e = (-r5).exp();
+    let e = exp(-r5);
     ((1.0 + r5 + 5.0 / 3.0 * s) * e, -5.0 / 6.0 * (1.0 + r5) * e)
 }
 
@@ -85,6 +90,140 @@ impl KernelParams {
     }
 }
 
+/// Points stored by coordinate (`cols[j][i]` is coordinate `j` of point
+/// `i`), so that the covariances of one point with many run along
+/// contiguous memory and vectorise.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Columns {
+    n: usize,
+    cols: Vec<Vec<f64>>,
+}
+
+impl Columns {
+    /// The columns of `x` (rows of `d` coordinates).
+    pub(super) fn new(x: &[Vec<f64>], d: usize) -> Columns {
+        let mut c = Columns {
+            n: 0,
+            cols: vec![Vec::with_capacity(x.len()); d],
+        };
+        for p in x {
+            c.push(p);
+        }
+        c
+    }
+
+    /// Appends a point.
+    pub(super) fn push(&mut self, p: &[f64]) {
+        for (col, v) in self.cols.iter_mut().zip(p) {
+            col.push(*v);
+        }
+        self.n += 1;
+    }
+
+    /// The number of points.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.n
+    }
+}
+
+dispatched! {
+    /// `k(p, x_i)` for the first `upto` points `x_i` of `cols`, written to
+    /// `k`; each the same bits as [`KernelParams::cov`].
+    pub(super) fn cov_row(
+        params: &KernelParams,
+        categorical: &[bool],
+        cols: &Columns,
+        upto: usize,
+        p: &[f64],
+        k: &mut Vec<f64>,
+    ) => cov_row_kernel
+}
+
+dispatched! {
+    /// [`cov_row`] and, in `dk_ds`, `s m'(r²)` for each point (the slope
+    /// with respect to the squared distance, as [`matern52_with_ds`]).
+    pub(super) fn cov_row_with_ds(
+        params: &KernelParams,
+        categorical: &[bool],
+        cols: &Columns,
+        upto: usize,
+        p: &[f64],
+        k: &mut Vec<f64>,
+        dk_ds: &mut Vec<f64>,
+    ) => cov_row_with_ds_kernel
+}
+
+/// `Σ_j λ_j d_j(p, x_i)` for `i < upto` into `s`, each summed over `j` in
+/// order from 0, as [`KernelParams::sq_dist`].
+#[inline(always)]
+fn sq_dists(
+    params: &KernelParams,
+    categorical: &[bool],
+    cols: &Columns,
+    upto: usize,
+    p: &[f64],
+    s: &mut Vec<f64>,
+) {
+    s.clear();
+    s.resize(upto, 0.0);
+    for (((col, &l), &cat), &pj) in cols
+        .cols
+        .iter()
+        .zip(&params.inv_sq_lengthscales)
+        .zip(categorical)
+        .zip(p)
+    {
+        let col = &col[..upto];
+        if cat {
+            for (si, &x) in s.iter_mut().zip(col) {
+                *si += l * if pj == x { 0.0 } else { 1.0 };
+            }
+        } else {
+            // `sq_diff`'s numeric case, written out so that the loop has no
+            // branch to vectorise around.
+            for (si, &x) in s.iter_mut().zip(col) {
+                *si += l * ((pj - x) * (pj - x));
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn cov_row_kernel(
+    params: &KernelParams,
+    categorical: &[bool],
+    cols: &Columns,
+    upto: usize,
+    p: &[f64],
+    k: &mut Vec<f64>,
+) {
+    sq_dists(params, categorical, cols, upto, p, k);
+    for v in k.iter_mut() {
+        *v = params.scale * matern52(*v);
+    }
+}
+
+#[inline(always)]
+fn cov_row_with_ds_kernel(
+    params: &KernelParams,
+    categorical: &[bool],
+    cols: &Columns,
+    upto: usize,
+    p: &[f64],
+    k: &mut Vec<f64>,
+    dk_ds: &mut Vec<f64>,
+) {
+    sq_dists(params, categorical, cols, upto, p, k);
+    dk_ds.clear();
+    dk_ds.resize(k.len(), 0.0);
+    for (v, ds) in k.iter_mut().zip(dk_ds.iter_mut()) {
+        let (m, m_ds) = matern52_with_ds(*v);
+        *v = params.scale * m;
+        *ds = params.scale * m_ds;
+    }
+}
+
 /// `d_j`: the squared difference, or the Hamming distance for a categorical.
 pub(super) fn sq_diff(categorical: bool, x: f64, y: f64) -> f64 {
     if categorical {
@@ -118,6 +257,36 @@ mod tests {
                 "{s}: {fd} vs {}",
                 matern52_ds(s)
             );
+        }
+    }
+
+    #[test]
+    fn rows_of_covariances_are_each_pairs_bit_for_bit() {
+        let p = KernelParams {
+            inv_sq_lengthscales: vec![2.0, 3.0, 0.7],
+            scale: 1.5,
+            noise: 1e-3,
+        };
+        let cat = [false, true, false];
+        let x: Vec<Vec<f64>> = (0..37)
+            .map(|i| {
+                let t = f64::from(i) / 37.0;
+                vec![t, f64::from(i % 3), (7.0 * t).sin().abs()]
+            })
+            .collect();
+        let cols = Columns::new(&x, 3);
+        assert_eq!(cols.len(), 37);
+        let q = [0.41, 1.0, 0.2];
+        let (mut k, mut k2, mut ds) = (Vec::new(), Vec::new(), Vec::new());
+        for upto in [0, 1, 9, 37] {
+            cov_row(&p, &cat, &cols, upto, &q, &mut k);
+            let want: Vec<f64> = x[..upto].iter().map(|xi| p.cov(&cat, &q, xi)).collect();
+            assert_eq!(k, want);
+        }
+        cov_row_with_ds(&p, &cat, &cols, 37, &q, &mut k2, &mut ds);
+        assert_eq!(k2, k);
+        for (xi, d) in x.iter().zip(&ds) {
+            assert_eq!(*d, p.scale * matern52_with_ds(p.sq_dist(&cat, &q, xi)).1);
         }
     }
 

@@ -35,26 +35,49 @@ pub(super) struct NotPositive;
 
 impl Cholesky {
     /// The factor of the `n x n` matrix whose lower triangle is `entry(i, j)`
-    /// (`j <= i`), with the least jitter that makes it positive definite, or
-    /// `None` if even [`LAST_JITTER`] times the mean diagonal does not.
+    /// (`j <= i`); see [`Cholesky::factor_rows`].
+    #[cfg(test)]
     pub(super) fn factor(n: usize, entry: impl Fn(usize, usize) -> f64) -> Option<Cholesky> {
+        Cholesky::factor_rows(
+            n,
+            |i| entry(i, i),
+            |i, row| {
+                row.clear();
+                row.extend((0..i).map(|j| entry(i, j)));
+            },
+        )
+    }
+
+    /// The factor of the `n x n` matrix with diagonal `diag(i)` whose row
+    /// `i` left of the diagonal `row(i, buffer)` writes, with the least
+    /// jitter that makes it positive definite, or `None` if even
+    /// [`LAST_JITTER`] times the mean diagonal does not.
+    pub(super) fn factor_rows(
+        n: usize,
+        diag: impl Fn(usize) -> f64,
+        mut row: impl FnMut(usize, &mut Vec<f64>),
+    ) -> Option<Cholesky> {
         let scale = if n == 0 {
             1.0
         } else {
-            ((0..n).map(|i| entry(i, i).abs()).sum::<f64>() / n as f64).max(f64::MIN_POSITIVE)
+            ((0..n).map(|i| diag(i).abs()).sum::<f64>() / n as f64).max(f64::MIN_POSITIVE)
         };
         let mut jitter = 0.0;
+        // Rows are kept for the retries with more jitter.
+        let mut rows: Vec<Vec<f64>> = Vec::with_capacity(n);
         loop {
             let mut chol = Cholesky {
                 n: 0,
                 packed: Vec::with_capacity(n * (n + 1) / 2),
                 jitter,
             };
-            let mut row = Vec::with_capacity(n);
             let ok = (0..n).all(|i| {
-                row.clear();
-                row.extend((0..i).map(|j| entry(i, j)));
-                chol.push(&row, entry(i, i)).is_ok()
+                if rows.len() == i {
+                    let mut r = Vec::with_capacity(i);
+                    row(i, &mut r);
+                    rows.push(r);
+                }
+                chol.push(&rows[i], diag(i)).is_ok()
             });
             if ok {
                 return Some(chol);
@@ -92,12 +115,11 @@ impl Cholesky {
     pub(super) fn push(&mut self, cov: &[f64], var: f64) -> Result<(), NotPositive> {
         debug_assert_eq!(cov.len(), self.n);
         let start = self.packed.len();
-        for (j, &c) in cov.iter().enumerate() {
-            let lj = self.row(j);
-            let new = &self.packed[start..];
-            let v = (c - dot(new, &lj[..j])) / lj[j];
-            self.packed.push(v);
-        }
+        // The new row solves `L r = cov`: `r_j = (c_j - r[..j] · L[j][..j]) /
+        // L[j][j]`, the forward substitution's sums, bit for bit.
+        let mut r = cov.to_vec();
+        self.solve_lower(&mut r);
+        self.packed.extend_from_slice(&r);
         let new = &self.packed[start..];
         let d = var + self.jitter - dot(new, new);
         if !(d > 0.0 && d.is_finite()) {

@@ -8,7 +8,10 @@
 //!
 //! * `space` — parameters as coordinates of the unit cube;
 //! * `kernel` — Matérn-5/2 with a lengthscale per parameter, Hamming distance
-//!   for categoricals (the file says why);
+//!   for categoricals (the file says why), and the covariances of a point
+//!   with many, vectorised over points stored by coordinate;
+//! * `exp` — the exponential as plain arithmetic, so that those loops
+//!   vectorise and give the same bits on every machine;
 //! * `linalg` — the Cholesky factor, grown one row per observation, with
 //!   jitter instead of a panic;
 //! * `fit` — the hyperparameters: maximum a posteriori under Optuna's priors;
@@ -18,9 +21,9 @@
 //! * `acquisition` — log expected improvement times the probability of
 //!   feasibility, computed stably in the tails;
 //! * `search` — multi-start local search over mixed spaces;
-//! * `wide` — the hot kernels (the triangular solves, the posterior at many
-//!   points) compiled for AVX2 and AVX-512 too, picked at run time, with the
-//!   same results bit for bit;
+//! * `wide` — the hot kernels (the triangular solves, the covariances, the
+//!   posterior at many points) compiled for AVX2 and AVX-512 too, picked at
+//!   run time, with the same results bit for bit;
 //! * `config` ([`GpConfig`]) and `sampler` ([`GpSampler`]).
 //!
 //! ## Where it differs from Optuna
@@ -47,6 +50,7 @@
 
 mod acquisition;
 mod config;
+mod exp;
 mod fit;
 mod kernel;
 mod lbfgs;

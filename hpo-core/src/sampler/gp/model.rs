@@ -3,9 +3,21 @@
 //! trials still running.
 
 use super::fit;
-use super::kernel::{matern52, matern52_with_ds, sq_diff, KernelParams};
+use super::kernel::{cov_row, cov_row_with_ds, matern52, sq_diff, Columns, KernelParams};
 use super::linalg::{dot, Cholesky, LANES};
 use super::wide::dispatched;
+
+/// What [`Model::posterior_kept`] computes on its way to the value and
+/// [`Model::gradient_kept`] goes on from.
+#[derive(Debug, Default)]
+pub(super) struct Kept {
+    /// `s m'(r²)` for each observation.
+    dk_ds: Vec<f64>,
+    /// `L⁻¹ k`.
+    w: Vec<f64>,
+    /// The variance before it is clamped at 0.
+    var: f64,
+}
 
 /// A GP conditioned on observations `(x, y)` under fixed hyperparameters.
 #[derive(Debug, Clone)]
@@ -13,6 +25,8 @@ pub(super) struct Model {
     params: KernelParams,
     categorical: Vec<bool>,
     x: Vec<Vec<f64>>,
+    /// `x` by coordinate.
+    cols: Columns,
     y: Vec<f64>,
     chol: Cholesky,
     /// `K⁻¹ y`.
@@ -30,13 +44,13 @@ impl Model {
         y: Vec<f64>,
         prefix: Option<Cholesky>,
     ) -> Option<Model> {
+        let cols = Columns::new(&x, categorical.len());
         let chol = match prefix.filter(|c| c.len() <= x.len()) {
             Some(mut c) => {
                 let mut ok = true;
                 let mut cov = Vec::with_capacity(x.len());
-                for i in c.len()..x.len() {
-                    cov.clear();
-                    cov.extend((0..i).map(|j| params.cov(&categorical, &x[i], &x[j])));
+                for (i, xi) in x.iter().enumerate().skip(c.len()) {
+                    cov_row(&params, &categorical, &cols, i, xi, &mut cov);
                     if c.push(&cov, params.scale + params.noise).is_err() {
                         ok = false;
                         break;
@@ -59,6 +73,7 @@ impl Model {
             params,
             categorical,
             x,
+            cols,
             y,
             chol,
             alpha,
@@ -119,13 +134,11 @@ impl Model {
                     *v = chunk.get(k).unwrap_or(&chunk[0])[j];
                 }
             }
-            let mut means = [0.0; LANES];
-            for ((xi, alpha), row) in self
-                .x
-                .iter()
-                .zip(&self.alpha)
-                .zip(block.as_chunks_mut::<LANES>().0)
-            {
+            // The block's squared distances, then its covariances in one
+            // pass over contiguous memory (the exponential's polynomial is a
+            // chain of dependent steps: a long loop lets the compiler
+            // interleave independent chunks), then the means.
+            for (xi, row) in self.x.iter().zip(block.as_chunks_mut::<LANES>().0) {
                 let mut s = [0.0; LANES];
                 for (((c, &l), &cat), &xj) in coords
                     .iter()
@@ -145,10 +158,15 @@ impl Model {
                         }
                     }
                 }
+                *row = s;
+            }
+            for v in block.iter_mut() {
+                *v = self.params.scale * matern52(*v);
+            }
+            let mut means = [0.0; LANES];
+            for (row, alpha) in block.as_chunks::<LANES>().0.iter().zip(&self.alpha) {
                 for k in 0..LANES {
-                    let cov = self.params.scale * matern52(s[k]);
-                    row[k] = cov;
-                    means[k] += cov * alpha;
+                    means[k] += row[k] * alpha;
                 }
             }
             self.chol.solve_lower_lanes(&mut block);
@@ -167,27 +185,51 @@ impl Model {
 
     /// The posterior mean and variance at `p` and their gradients with
     /// respect to `p`'s numeric coordinates (categorical ones get 0).
+    #[cfg(test)]
     pub(super) fn posterior_grad(
         &self,
         p: &[f64],
         dmean: &mut [f64],
         dvar: &mut [f64],
     ) -> (f64, f64) {
-        let n = self.x.len();
-        let mut k = Vec::with_capacity(n);
-        let mut dk_ds = Vec::with_capacity(n);
-        for xi in &self.x {
-            let s = self.params.sq_dist(&self.categorical, p, xi);
-            let (m, m_ds) = matern52_with_ds(s);
-            k.push(self.params.scale * m);
-            dk_ds.push(self.params.scale * m_ds);
-        }
-        let mean = dot(&k, &self.alpha);
+        let mut kept = Kept::default();
+        let out = self.posterior_kept(p, &mut kept);
+        self.gradient_kept(p, &mut kept, dmean, dvar);
+        out
+    }
+
+    /// The posterior mean and variance at `p` (the same bits as
+    /// [`Model::posterior`]), keeping in `kept` what
+    /// [`Model::gradient_kept`] needs.
+    pub(super) fn posterior_kept(&self, p: &[f64], kept: &mut Kept) -> (f64, f64) {
+        let Kept { dk_ds, w, var } = kept;
+        cov_row_with_ds(
+            &self.params,
+            &self.categorical,
+            &self.cols,
+            self.x.len(),
+            p,
+            w,
+            dk_ds,
+        );
+        let mean = dot(w, &self.alpha);
+        self.chol.solve_lower(w);
+        *var = self.params.scale - dot(w, w);
+        (mean, var.max(0.0))
+    }
+
+    /// The gradients of the posterior mean and variance at `p`, the point of
+    /// the last [`Model::posterior_kept`] call, which filled `kept`.
+    pub(super) fn gradient_kept(
+        &self,
+        p: &[f64],
+        kept: &mut Kept,
+        dmean: &mut [f64],
+        dvar: &mut [f64],
+    ) {
+        let Kept { dk_ds, w, var } = kept;
         // w = K⁻¹ k.
-        let mut w = k.clone();
-        self.chol.solve_lower(&mut w);
-        let var = self.params.scale - dot(&w, &w);
-        self.chol.solve_upper(&mut w);
+        self.chol.solve_upper(w);
         dmean.fill(0.0);
         dvar.fill(0.0);
         for (i, xi) in self.x.iter().enumerate() {
@@ -202,10 +244,9 @@ impl Model {
                 dvar[j] -= 2.0 * ww * dk;
             }
         }
-        if var <= 0.0 {
+        if *var <= 0.0 {
             dvar.fill(0.0);
         }
-        (mean, var.max(0.0))
     }
 
     /// This model with `points` added as observations of their own
@@ -219,10 +260,10 @@ impl Model {
         let mut cov = Vec::new();
         for p in points {
             let mean = m.posterior(p).0.min(cap);
-            cov.clear();
-            cov.extend(m.x.iter().map(|xi| m.params.cov(&m.categorical, p, xi)));
+            cov_row(&m.params, &m.categorical, &m.cols, m.x.len(), p, &mut cov);
             if m.chol.push(&cov, m.params.scale + m.params.noise).is_ok() {
                 m.x.push(p.clone());
+                m.cols.push(p);
                 m.y.push(mean);
             }
         }

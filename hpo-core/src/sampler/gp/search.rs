@@ -14,7 +14,7 @@
 //!    of the discrete searches changes nothing;
 //! 4. return the best point found.
 
-use super::acquisition::Acquisition;
+use super::acquisition::{Acquisition, KeptAcquisition};
 use super::lbfgs;
 use super::space::{Axis, Kind, EXHAUSTIVE_UP_TO};
 use crate::sampler::qmc::sobol::Sobol;
@@ -135,6 +135,36 @@ fn roulette(values: &[f64], best: usize, k: usize, rng: &mut ChaCha8Rng) -> Vec<
     out
 }
 
+/// Minus the acquisition over the continuous coordinates `cont` of `trial`,
+/// each divided by its lengthscale, as [`lbfgs::minimize`] climbs it.
+struct Climb<'a, 'm> {
+    acq: &'a Acquisition<'m>,
+    cont: &'a [usize],
+    scale: &'a [f64],
+    /// The point valued last: the start's other coordinates, and the
+    /// continuous ones L-BFGS asked for.
+    trial: Vec<f64>,
+    grad: Vec<f64>,
+    kept: KeptAcquisition,
+}
+
+impl lbfgs::Objective for Climb<'_, '_> {
+    fn value(&mut self, z: &[f64]) -> f64 {
+        for ((&j, zi), s) in self.cont.iter().zip(z).zip(self.scale) {
+            self.trial[j] = zi * s;
+        }
+        -self.acq.value_kept(&self.trial, &mut self.kept)
+    }
+
+    fn gradient(&mut self, g: &mut [f64]) {
+        self.acq
+            .gradient_kept(&self.trial, &mut self.kept, &mut self.grad);
+        for ((gi, &j), s) in g.iter_mut().zip(self.cont).zip(self.scale) {
+            *gi = -self.grad[j] * s;
+        }
+    }
+}
+
 /// One local search from `x`.
 fn local_search(
     acq: &Acquisition<'_>,
@@ -150,29 +180,20 @@ fn local_search(
     if !f.is_finite() {
         return (x, f);
     }
-    let mut grad = vec![0.0; axes.len()];
     for _ in 0..MAX_ROUNDS {
         if !cont.is_empty() {
             let scale: Vec<f64> = cont.iter().map(|&j| lengthscales[j]).collect();
             let z0: Vec<f64> = cont.iter().zip(&scale).map(|(&j, s)| x[j] / s).collect();
             let bounds: Vec<(f64, f64)> = scale.iter().map(|s| (0.0, 1.0 / s)).collect();
-            let mut trial = x.clone();
-            let m = lbfgs::minimize(
-                |z, g| {
-                    for ((&j, zi), s) in cont.iter().zip(z).zip(&scale) {
-                        trial[j] = zi * s;
-                    }
-                    let v = acq.value_grad(&trial, &mut grad);
-                    for ((gi, &j), s) in g.iter_mut().zip(&cont).zip(&scale) {
-                        *gi = -grad[j] * s;
-                    }
-                    -v
-                },
-                &z0,
-                Some(&bounds),
-                tol,
-                MAX_LBFGS,
-            );
+            let mut climb = Climb {
+                acq,
+                cont: &cont,
+                scale: &scale,
+                trial: x.clone(),
+                grad: vec![0.0; axes.len()],
+                kept: KeptAcquisition::default(),
+            };
+            let m = lbfgs::minimize(&mut climb, &z0, Some(&bounds), tol, MAX_LBFGS);
             if -m.f > f {
                 for ((&j, zi), s) in cont.iter().zip(&m.x).zip(&scale) {
                     x[j] = (zi * s).clamp(0.0, 1.0);

@@ -12,10 +12,11 @@
 //! a multiplication and an addition unless asked (`mul_add`), nor reorders
 //! floating-point sums, so a wider unit computes each sum in the order the
 //! source writes it: these kernels give a machine with AVX-512 the same
-//! results as one without (the kernel's exponential is the C library's,
-//! which picks its own code by CPU), and a resumed study continues exactly.
-//! The tests of `linalg` and `model` check each kernel against its baseline
-//! build.
+//! results as one without, and a resumed study continues exactly. The
+//! kernel's exponential is [`exp`](super::exp), plain arithmetic, so this
+//! holds for it too (the C library's picks its own code by CPU). The tests
+//! of `linalg`, `kernel` and `model` check each kernel against its baseline
+//! build or against the one-pair definition.
 
 /// Defines `fn $name(args) -> R` calling the `#[inline(always)]` kernel
 /// `$kernel(args)`, compiled with AVX-512F, with AVX2, or for the baseline,
