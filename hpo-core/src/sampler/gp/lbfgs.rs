@@ -297,6 +297,42 @@ mod tests {
         );
     }
 
+    /// Rosenbrock, counting what the minimiser asks for.
+    struct Counted {
+        values: usize,
+        gradients: usize,
+        at: Vec<f64>,
+    }
+
+    impl Objective for Counted {
+        fn value(&mut self, x: &[f64]) -> f64 {
+            self.values += 1;
+            self.at = x.to_vec();
+            rosenbrock(x, &mut [0.0; 2])
+        }
+
+        fn gradient(&mut self, g: &mut [f64]) {
+            self.gradients += 1;
+            rosenbrock(&self.at, g);
+        }
+    }
+
+    #[test]
+    fn the_gradient_is_asked_for_only_at_accepted_points_and_changes_nothing() {
+        let mut f = Counted {
+            values: 0,
+            gradients: 0,
+            at: Vec::new(),
+        };
+        let m = minimize(&mut f, &[-1.2, 1.0], None, 1e-8, 500);
+        // The start, then one per accepted step.
+        assert_eq!(f.gradients, m.iterations + 1, "{m:?}");
+        assert!(f.values > f.gradients, "{} values", f.values);
+        // The same path as with the gradient computed at every point.
+        let joint = minimize(&mut Joint::new(rosenbrock), &[-1.2, 1.0], None, 1e-8, 500);
+        assert_eq!(m, joint);
+    }
+
     #[test]
     fn stops_on_a_bound_the_gradient_pushes_against() {
         // min (x - 2)² + (y + 1)² in [0, 1]²: the corner (1, 0).
