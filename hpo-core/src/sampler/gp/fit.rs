@@ -15,7 +15,7 @@
 //! point (`tests/it/gp.rs`). The gradient is analytic:
 //! `∂/∂θ = ½ tr((K⁻¹ - ααᵀ) ∂K/∂θ) - ∂ log p(θ)/∂θ`, `α = K⁻¹y`.
 
-use super::kernel::{cov_row, cov_row_with_ds, sq_diff, Columns, KernelParams};
+use super::kernel::{cov_row, cov_row_with_ds, sq_diff, Against, Columns, KernelParams};
 use super::lbfgs;
 use super::linalg::Cholesky;
 
@@ -87,7 +87,15 @@ fn factor_columns(
     Cholesky::factor_rows(
         x.len(),
         |_| p.scale + p.noise,
-        |i, row| cov_row(p, categorical, cols, i, &x[i], row),
+        |i, row| {
+            let to = Against {
+                params: p,
+                categorical,
+                cols,
+                upto: i,
+            };
+            cov_row(to, &x[i], row);
+        },
     )
 }
 
@@ -166,7 +174,13 @@ impl lbfgs::Objective for Loss<'_> {
             let waa = kinv[a * n + a] - alpha[a] * alpha[a];
             diag_w += waa;
             let xa = &data.x[a];
-            cov_row_with_ds(p, data.categorical, &self.cols, a, xa, &mut k, &mut k_ds);
+            let to = Against {
+                params: p,
+                categorical: data.categorical,
+                cols: &self.cols,
+                upto: a,
+            };
+            cov_row_with_ds(to, xa, &mut k, &mut k_ds);
             for b in 0..a {
                 let w = kinv[a * n + b] - alpha[a] * alpha[b];
                 // Both (a, b) and (b, a): ½ · 2 = 1.

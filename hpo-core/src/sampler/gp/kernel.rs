@@ -127,54 +127,49 @@ impl Columns {
     }
 }
 
+/// What a row of covariances is taken against: the first `upto` points of
+/// `cols`, under `params`, with `categorical` marking the Hamming
+/// coordinates.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Against<'a> {
+    pub(super) params: &'a KernelParams,
+    pub(super) categorical: &'a [bool],
+    pub(super) cols: &'a Columns,
+    pub(super) upto: usize,
+}
+
 dispatched! {
-    /// `k(p, x_i)` for the first `upto` points `x_i` of `cols`, written to
-    /// `k`; each the same bits as [`KernelParams::cov`].
-    pub(super) fn cov_row(
-        params: &KernelParams,
-        categorical: &[bool],
-        cols: &Columns,
-        upto: usize,
-        p: &[f64],
-        k: &mut Vec<f64>,
-    ) => cov_row_kernel
+    /// `k(p, x_i)` for each point `x_i` of `to`, written to `k`; each the
+    /// same bits as [`KernelParams::cov`].
+    pub(super) fn cov_row(to: Against<'_>, p: &[f64], k: &mut Vec<f64>) => cov_row_kernel
 }
 
 dispatched! {
     /// [`cov_row`] and, in `dk_ds`, `s m'(r²)` for each point (the slope
     /// with respect to the squared distance, as [`matern52_with_ds`]).
     pub(super) fn cov_row_with_ds(
-        params: &KernelParams,
-        categorical: &[bool],
-        cols: &Columns,
-        upto: usize,
+        to: Against<'_>,
         p: &[f64],
         k: &mut Vec<f64>,
         dk_ds: &mut Vec<f64>,
     ) => cov_row_with_ds_kernel
 }
 
-/// `Σ_j λ_j d_j(p, x_i)` for `i < upto` into `s`, each summed over `j` in
-/// order from 0, as [`KernelParams::sq_dist`].
+/// `Σ_j λ_j d_j(p, x_i)` for each point of `to` into `s`, each summed over
+/// `j` in order from 0, as [`KernelParams::sq_dist`].
 #[inline(always)]
-fn sq_dists(
-    params: &KernelParams,
-    categorical: &[bool],
-    cols: &Columns,
-    upto: usize,
-    p: &[f64],
-    s: &mut Vec<f64>,
-) {
+fn sq_dists(to: Against<'_>, p: &[f64], s: &mut Vec<f64>) {
     s.clear();
-    s.resize(upto, 0.0);
-    for (((col, &l), &cat), &pj) in cols
+    s.resize(to.upto, 0.0);
+    for (((col, &l), &cat), &pj) in to
+        .cols
         .cols
         .iter()
-        .zip(&params.inv_sq_lengthscales)
-        .zip(categorical)
+        .zip(&to.params.inv_sq_lengthscales)
+        .zip(to.categorical)
         .zip(p)
     {
-        let col = &col[..upto];
+        let col = &col[..to.upto];
         if cat {
             for (si, &x) in s.iter_mut().zip(col) {
                 *si += l * if pj == x { 0.0 } else { 1.0 };
@@ -190,37 +185,22 @@ fn sq_dists(
 }
 
 #[inline(always)]
-fn cov_row_kernel(
-    params: &KernelParams,
-    categorical: &[bool],
-    cols: &Columns,
-    upto: usize,
-    p: &[f64],
-    k: &mut Vec<f64>,
-) {
-    sq_dists(params, categorical, cols, upto, p, k);
+fn cov_row_kernel(to: Against<'_>, p: &[f64], k: &mut Vec<f64>) {
+    sq_dists(to, p, k);
     for v in k.iter_mut() {
-        *v = params.scale * matern52(*v);
+        *v = to.params.scale * matern52(*v);
     }
 }
 
 #[inline(always)]
-fn cov_row_with_ds_kernel(
-    params: &KernelParams,
-    categorical: &[bool],
-    cols: &Columns,
-    upto: usize,
-    p: &[f64],
-    k: &mut Vec<f64>,
-    dk_ds: &mut Vec<f64>,
-) {
-    sq_dists(params, categorical, cols, upto, p, k);
+fn cov_row_with_ds_kernel(to: Against<'_>, p: &[f64], k: &mut Vec<f64>, dk_ds: &mut Vec<f64>) {
+    sq_dists(to, p, k);
     dk_ds.clear();
     dk_ds.resize(k.len(), 0.0);
     for (v, ds) in k.iter_mut().zip(dk_ds.iter_mut()) {
         let (m, m_ds) = matern52_with_ds(*v);
-        *v = params.scale * m;
-        *ds = params.scale * m_ds;
+        *v = to.params.scale * m;
+        *ds = to.params.scale * m_ds;
     }
 }
 
@@ -278,12 +258,18 @@ mod tests {
         assert_eq!(cols.len(), 37);
         let q = [0.41, 1.0, 0.2];
         let (mut k, mut k2, mut ds) = (Vec::new(), Vec::new(), Vec::new());
+        let to = |upto| Against {
+            params: &p,
+            categorical: &cat,
+            cols: &cols,
+            upto,
+        };
         for upto in [0, 1, 9, 37] {
-            cov_row(&p, &cat, &cols, upto, &q, &mut k);
+            cov_row(to(upto), &q, &mut k);
             let want: Vec<f64> = x[..upto].iter().map(|xi| p.cov(&cat, &q, xi)).collect();
             assert_eq!(k, want);
         }
-        cov_row_with_ds(&p, &cat, &cols, 37, &q, &mut k2, &mut ds);
+        cov_row_with_ds(to(37), &q, &mut k2, &mut ds);
         assert_eq!(k2, k);
         for (xi, d) in x.iter().zip(&ds) {
             assert_eq!(*d, p.scale * matern52_with_ds(p.sq_dist(&cat, &q, xi)).1);

@@ -3,7 +3,7 @@
 //! trials still running.
 
 use super::fit;
-use super::kernel::{cov_row, cov_row_with_ds, matern52, sq_diff, Columns, KernelParams};
+use super::kernel::{cov_row, cov_row_with_ds, matern52, sq_diff, Against, Columns, KernelParams};
 use super::linalg::{dot, Cholesky, LANES};
 use super::wide::dispatched;
 
@@ -50,7 +50,13 @@ impl Model {
                 let mut ok = true;
                 let mut cov = Vec::with_capacity(x.len());
                 for (i, xi) in x.iter().enumerate().skip(c.len()) {
-                    cov_row(&params, &categorical, &cols, i, xi, &mut cov);
+                    let to = Against {
+                        params: &params,
+                        categorical: &categorical,
+                        cols: &cols,
+                        upto: i,
+                    };
+                    cov_row(to, xi, &mut cov);
                     if c.push(&cov, params.scale + params.noise).is_err() {
                         ok = false;
                         break;
@@ -78,6 +84,16 @@ impl Model {
             chol,
             alpha,
         })
+    }
+
+    /// Every observation, as a row of covariances is taken against them.
+    fn against(&self) -> Against<'_> {
+        Against {
+            params: &self.params,
+            categorical: &self.categorical,
+            cols: &self.cols,
+            upto: self.x.len(),
+        }
     }
 
     /// The hyperparameters.
@@ -203,15 +219,7 @@ impl Model {
     /// [`Model::gradient_kept`] needs.
     pub(super) fn posterior_kept(&self, p: &[f64], kept: &mut Kept) -> (f64, f64) {
         let Kept { dk_ds, w, var } = kept;
-        cov_row_with_ds(
-            &self.params,
-            &self.categorical,
-            &self.cols,
-            self.x.len(),
-            p,
-            w,
-            dk_ds,
-        );
+        cov_row_with_ds(self.against(), p, w, dk_ds);
         let mean = dot(w, &self.alpha);
         self.chol.solve_lower(w);
         *var = self.params.scale - dot(w, w);
@@ -260,7 +268,7 @@ impl Model {
         let mut cov = Vec::new();
         for p in points {
             let mean = m.posterior(p).0.min(cap);
-            cov_row(&m.params, &m.categorical, &m.cols, m.x.len(), p, &mut cov);
+            cov_row(m.against(), p, &mut cov);
             if m.chol.push(&cov, m.params.scale + m.params.noise).is_ok() {
                 m.x.push(p.clone());
                 m.cols.push(p);
