@@ -73,12 +73,13 @@ pub(super) fn log_prior(p: &KernelParams) -> f64 {
 }
 
 /// The factor of `K = s·M + σ²I` over `x`.
+#[cfg(test)]
 pub(super) fn factor(p: &KernelParams, x: &[Vec<f64>], categorical: &[bool]) -> Option<Cholesky> {
     factor_columns(p, x, &Columns::new(x, categorical.len()), categorical)
 }
 
-/// [`factor`] with `x` by coordinate at hand.
-fn factor_columns(
+/// The factor of `K = s·M + σ²I` over `x`, with `x` by coordinate at hand.
+pub(super) fn factor_columns(
     p: &KernelParams,
     x: &[Vec<f64>],
     cols: &Columns,

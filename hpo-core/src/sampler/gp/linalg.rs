@@ -63,8 +63,7 @@ impl Cholesky {
             ((0..n).map(|i| diag(i).abs()).sum::<f64>() / n as f64).max(f64::MIN_POSITIVE)
         };
         let mut jitter = 0.0;
-        // Rows are kept for the retries with more jitter.
-        let mut rows: Vec<Vec<f64>> = Vec::with_capacity(n);
+        let mut buf = Vec::with_capacity(n);
         loop {
             let mut chol = Cholesky {
                 n: 0,
@@ -72,12 +71,8 @@ impl Cholesky {
                 jitter,
             };
             let ok = (0..n).all(|i| {
-                if rows.len() == i {
-                    let mut r = Vec::with_capacity(i);
-                    row(i, &mut r);
-                    rows.push(r);
-                }
-                chol.push(&rows[i], diag(i)).is_ok()
+                row(i, &mut buf);
+                chol.push(&buf, diag(i)).is_ok()
             });
             if ok {
                 return Some(chol);

@@ -65,10 +65,10 @@ impl Model {
                 if ok {
                     c
                 } else {
-                    fit::factor(&params, &x, &categorical)?
+                    fit::factor_columns(&params, &x, &cols, &categorical)?
                 }
             }
-            None => fit::factor(&params, &x, &categorical)?,
+            None => fit::factor_columns(&params, &x, &cols, &categorical)?,
         };
         let mut alpha = y.clone();
         chol.solve(&mut alpha);
