@@ -27,8 +27,8 @@ pub(crate) fn split_rows(rows: usize) -> (usize, usize) {
     (a, rows / a.max(1))
 }
 
-/// `layer`'s `x · W + b` for `[rows, in]` inputs: the product as burn does
-/// it, the bias added over a `[a, b, out]` view of its rows.
+/// `layer`'s `x · W + b` for `[rows, in]` inputs: the product by
+/// [`super::matmul::matmul`] (a kernel chosen by shape on CUDA), the bias added over a `[a, b, out]` view of its rows.
 pub fn linear<B: Backend>(layer: &Linear<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
     let Some(bias) = &layer.bias else {
         return layer.forward(x);
@@ -36,7 +36,7 @@ pub fn linear<B: Backend>(layer: &Linear<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
     let [rows, _] = x.dims();
     let out = layer.weight.dims()[1];
     let (a, b) = split_rows(rows);
-    let y = x.matmul(layer.weight.val()).reshape([a, b, out]);
+    let y = super::matmul::matmul(x, layer.weight.val()).reshape([a, b, out]);
     (y + bias.val().reshape([1, 1, out])).reshape([rows, out])
 }
 

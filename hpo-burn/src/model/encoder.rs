@@ -22,6 +22,7 @@
 
 use super::config::Relative;
 use super::cpu_ops::{attention_probs, gelu, layer_norm, linear, merge_heads, split_heads};
+use super::matmul::matmul;
 use super::Dropout;
 use burn::module::Module;
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
@@ -361,7 +362,7 @@ impl<B: Backend> SelfAttention<B> {
         let q = heads(linear(&self.query, h.clone()));
         let k = heads(linear(&self.key, h.clone()));
         let v = heads(linear(&self.value, h));
-        let mut scores = q.clone().matmul(k.clone().swap_dims(2, 3));
+        let mut scores = matmul(q.clone(), k.clone().swap_dims(2, 3));
         let mut divisor = (d_k as f32).sqrt();
         if let Some(r) = relative {
             // Disentangled attention: content-to-position `q_i · pk_(i,j)`
@@ -380,7 +381,7 @@ impl<B: Backend> SelfAttention<B> {
             divisor = (3.0 * d_k as f32).sqrt();
         }
         let probs = self.dropout.forward(attention_probs(scores, mask, divisor));
-        let context = merge_heads(probs.matmul(v));
+        let context = merge_heads(matmul(probs, v));
         linear(&self.output, context)
     }
 }

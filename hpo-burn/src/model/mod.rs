@@ -12,6 +12,7 @@ pub mod cpu_ops;
 pub mod device_ops;
 mod dropout;
 mod encoder;
+pub mod matmul;
 
 pub use self::config::{ModelConfig, Pooling, Preset, Relative};
 pub use self::dropout::{record_masks, replay_masks, Dropout, MaskTape};
