@@ -11,7 +11,10 @@
 #      and LD_LIBRARY_PATH set to what was found;
 #   2. tiny: one small from-scratch trial on cuda:0 in a worker process;
 #   3. bench: hpo-burn training tokens/s (BERT-base 32x512, BERT-large
-#      16x384; f32 and bf16) and the PyTorch reference on the same shapes
+#      16x384; f32 and bf16; first each matrix product by hpo-burn's kernel
+#      table against burn's default kernel), the same f32 shapes trained
+#      with burn's product kernel (burn: HPO_CUDA_MATMUL=burn), and the
+#      PyTorch reference on the same shapes
 #      (fp32, tf32, bf16 autocast), same call; profile (3c): a few steps of
 #      BERT-base 32x512 with cubecl's kernel profiler on, every kernel's
 #      device time logged (summed by kernel in the summary); the benchmark
@@ -29,9 +32,11 @@
 #      device call returns at most 8 files).
 # A failed step is recorded and the next one runs. A failed runtime check
 # ends the check early; a tiny trial that fails skips the other study steps
-# (they would fail the same way) but not the training benchmark, whose
+# (they would fail the same way; a tiny trial that completes with burn's
+# product kernel after failing with the table runs them with burn's) but not
+# the training benchmark, whose
 # per-step timings say where the time went. CHECK_STEPS (default
-# "tiny bench autotune torch profile oom jobs fused") runs a subset, for a second call after
+# "tiny bench burn autotune torch profile oom jobs fused") runs a subset, for a second call after
 # a fix, or adds "steptime" (the executor's StepTime on the device: BERT-base
 # at micro-batches 8/16/32 x 512 and 32 x 512 recomputed); the runtime step always runs. Every step's limit is cut to what is
 # left of CHECK_DEADLINE seconds, so a call always ends with its summary.
@@ -46,7 +51,7 @@ WORK=$(mktemp -d /tmp/hpo-gpu-check.XXXXXX)
 LOGS=$WORK/logs
 mkdir -p "$LOGS"
 T0=$SECONDS
-CHECK_STEPS=" ${CHECK_STEPS:-tiny bench autotune torch profile oom jobs fused} "
+CHECK_STEPS=" ${CHECK_STEPS:-tiny bench burn autotune torch profile oom jobs fused} "
 CHECK_DEADLINE=${CHECK_DEADLINE:-540}
 want() { [[ "$CHECK_STEPS" == *" $1 "* ]]; }
 tmo() {
@@ -170,24 +175,69 @@ if want tiny; then
     status tiny $TINY
     say "   exit $TINY: $(grep -E '^trial ' "$LOGS/tiny.log" | head -3 | cut -c1-60 | tr '\n' ' ')"
     say "   kernels compiled so far: $(grep -c . "$LOGS/cubecl_compile.log" 2>/dev/null || echo 0)"
-    if [ $TINY != 0 ] || ! grep -qE '^trial +0 complete' "$LOGS/tiny.log"; then
+    if [ $DRY = 0 ] && { [ $TINY != 0 ] || ! grep -qE '^trial +0 complete' "$LOGS/tiny.log"; }; then
+        # Once more with burn's product kernel: if that completes, the
+        # table broke it, and the other steps run with burn's.
+        say "   the tiny trial did not complete: once more with HPO_CUDA_MATMUL=burn"
+        HPO_CUDA_MATMUL=burn RUST_LOG=$STEP_LOG timeout "$(tmo 120)" "$BIN/criteria" --from-scratch \
+            --device "$DEVICE" --data "$TWEETS" --storage "sqlite:///$WORK/tiny_burn.db" --study tiny \
+            --trials 1 --jobs 1 --epochs 1 --train-limit 128 --trial-timeout "$(tmo 110)" \
+            --enqueue '{"backbone": "Light", "batch_size": 16, "length_pct": 50, "grad_accum": 1}' \
+            >"$LOGS/tiny_burn.log" 2>&1
+        status tiny_burn $?
+        if grep -qE '^trial +0 complete' "$LOGS/tiny_burn.log"; then
+            say "   it completed with burn's kernel: the rest runs with HPO_CUDA_MATMUL=burn"
+            export HPO_CUDA_MATMUL=burn
+        fi
+    fi
+    if [ "${HPO_CUDA_MATMUL:-}" != burn ] && { [ $TINY != 0 ] || ! grep -qE '^trial +0 complete' "$LOGS/tiny.log"; }; then
         say "   the tiny trial did not complete: the other study steps are skipped"
         TINY_OK=0
     fi
 fi
 
+# --- 2b. compile cost (opt-in, CHECK_STEPS="compile") -----------------------------
+# The tiny trial three times, each in a fresh process: with hpo-burn's
+# product table and an empty kernel cache, with burn's product kernel and
+# another empty cache, then with the table again on the first cache: what
+# compiling the table's kernels adds to a short trial, and what a later
+# trial of the same study pays.
+if want compile && [ $DRY = 0 ]; then
+    for run in table:cold burn:cold table:warm; do
+        m=${run%%:*}
+        say "2b. compile: the tiny trial, $m products, ${run#*:} kernel cache"
+        HPO_KERNEL_CACHE=$WORK/kernels_$m HPO_CUDA_MATMUL=$m RUST_LOG=$STEP_LOG \
+            timeout "$(tmo 150)" "$BIN/criteria" --from-scratch --device "$DEVICE" \
+            --data "$TWEETS" --storage "sqlite:///$WORK/compile_${m}_${run#*:}.db" --study tiny \
+            --trials 1 --jobs 1 --epochs 1 --train-limit 128 --trial-timeout "$(tmo 140)" \
+            --enqueue '{"backbone": "Light", "batch_size": 16, "length_pct": 50, "grad_accum": 1}' \
+            >"$LOGS/compile_${m}_${run#*:}.log" 2>&1
+        status "compile_${m}_${run#*:}" $?
+        say "   $(grep -E '^time per trial' "$LOGS/compile_${m}_${run#*:}.log")"
+    done
+fi
+
 # --- 3. training speed ---------------------------------------------------------
-bench() { # name binary [seconds shapes precisions]
-    local shapes=${4:-$SHAPES} precisions=${5:-$PRECISIONS}
+bench() { # name binary [seconds shapes precisions extra-flags]
+    local shapes=${4:-$SHAPES} precisions=${5:-$PRECISIONS} extra=${6:-}
     say "3. $1: hpo-burn training speed ($shapes; $precisions)"
     mkdir -p "$LOGS/$1"
     # The example rewrites its JSON after every row: a step cut short keeps what ran.
     RUST_LOG=$STEP_LOG timeout "$(tmo "${3:-150}")" "$BIN/$2" --device "$DEVICE" --shapes "$shapes" \
-        --precisions "$precisions" --steps "$STEPS" --out "$LOGS/$1" >"$LOGS/$1.log" 2>&1
+        --precisions "$precisions" --steps "$STEPS" --out "$LOGS/$1" $extra >"$LOGS/$1.log" 2>&1
     status "$1" $?
     say "   $(grep -c . "$LOGS/cubecl_compile.log" 2>/dev/null || echo 0) kernels compiled so far"
 }
-want bench && bench bench gpu_training
+# --products: first each matrix product of a BERT-base step by hpo-burn's
+# kernel table and by burn's default kernel, timed and compared.
+PRODUCTS=--products
+[ $DRY = 1 ] && PRODUCTS=""
+want bench && bench bench gpu_training 150 "$SHAPES" "$PRECISIONS" "$PRODUCTS"
+# The same f32 shapes with burn's default product kernel (HPO_CUDA_MATMUL=burn),
+# in the same call: what the table changes.
+if want burn && [ $DRY = 0 ]; then
+    HPO_CUDA_MATMUL=burn bench burn gpu_training 120 "$SHAPES" f32
+fi
 # Opt-in (CHECK_STEPS="steptime", a call of its own): the executor's
 # StepTime on this device, BERT-base at one length and three micro-batches
 # (a pass's fixed cost) and with activation recomputation (its time
@@ -295,7 +345,8 @@ done
 # --- 3b. the benchmark with autotuning, then with fusion, last: their kernels take -----
 # longest to compile and benchmark (autotuning: BERT-base f32 by default).
 if want autotune && [ -x "$BIN/gpu_training_autotune" ]; then
-    bench autotune gpu_training_autotune 180 "${AUTOTUNE_SHAPES:-${SHAPES%%,*}}" "${AUTOTUNE_PRECISIONS:-f32}"
+    # burn's autotuner chooses the products here, not hpo-burn's table.
+    HPO_CUDA_MATMUL=burn bench autotune gpu_training_autotune 180 "${AUTOTUNE_SHAPES:-${SHAPES%%,*}}" "${AUTOTUNE_PRECISIONS:-f32}"
 fi
 if want fused && [ -x "$BIN/gpu_training_fused" ]; then
     bench fused gpu_training_fused

@@ -84,14 +84,14 @@ def card(out):
 
 
 def bench_ratios(out):
-    runs = [load_json(os.path.join(out, d, "gpu_training.json")) or {} for d in ("bench", "autotune", "fused")]
+    runs = [load_json(os.path.join(out, d, "gpu_training.json")) or {} for d in ("bench", "burn", "autotune", "fused")]
     ours = next((r for r in runs if r.get("card")), runs[0])
     torch = load_json(os.path.join(out, "torch_bench.json")) or {}
     ref = {(r["preset"], r["batch"], r["len"], r["mode"]): r["tokens_per_s"] for r in torch.get("rows", [])}
     rows = []
     for r in (row for run in runs for row in run.get("rows", [])):
         key = (r.get("preset"), r.get("batch"), r.get("len"))
-        row = {k: r.get(k) for k in ("preset", "batch", "len", "precision", "fusion", "autotune", "tokens_per_s",
+        row = {k: r.get(k) for k in ("preset", "batch", "len", "precision", "fusion", "autotune", "matmul", "tokens_per_s",
                                      "mfu_vs_f32", "mfu_vs_tf32", "mfu_vs_bf16",
                                      "peak_device_bytes", "nvml_process_peak_bytes",
                                      "estimate_bytes", "first_epoch_seconds", "error")}
@@ -113,8 +113,15 @@ def bench_ratios(out):
 
 
 def variant(r):
-    """Which build of the benchmark made a row: burn's defaults, autotuning, fusion."""
-    return "fused" if r.get("fusion") else "autotune" if r.get("autotune") else "plain"
+    """Which build of the benchmark made a row (burn's defaults, autotuning,
+    fusion) and, without autotuning or fusion, whose matrix-product kernels:
+    hpo-burn's table ("plain") or burn's one default ("burn matmul"; rows
+    from before the table have no "matmul" and were burn's)."""
+    if r.get("fusion"):
+        return "fused"
+    if r.get("autotune"):
+        return "autotune"
+    return "burn matmul" if r.get("matmul") == "burn" else "plain"
 
 
 UNITS = {"ns": 1e-9, "µs": 1e-6, "us": 1e-6, "ms": 1e-3, "s": 1.0}
@@ -250,6 +257,22 @@ def peaks(work):
             "context_bytes_median": statistics.median(context) if context else None}
 
 
+def compile_step(out):
+    """The tiny trial with each product kernel and kernel cache (step 2b):
+    the trial's seconds and its first optimizer step's, from each log."""
+    runs = []
+    for m, cache in (("table", "cold"), ("burn", "cold"), ("table", "warm")):
+        log = re.sub(r"\x1b\[[0-9;]*m", "", read(os.path.join(out, f"compile_{m}_{cache}.log")))
+        if not log:
+            continue
+        trial = re.search(r"time per trial: mean ([0-9.]+)s", log)
+        first = re.search(r"optimizer step done .*?step=0 .*?seconds=([0-9.]+)", log)
+        runs.append({"matmul": m, "kernel_cache": cache,
+                     "trial_seconds": float(trial.group(1)) if trial else None,
+                     "first_step_seconds": float(first.group(1)) if first else None})
+    return runs
+
+
 def main():
     out, work, dry = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
     budget_gib = float(sys.argv[4]) if len(sys.argv) > 4 else 24
@@ -261,6 +284,8 @@ def main():
         "runtime": read(os.path.join(out, "runtime.log")).strip().splitlines()[-1:],
         "tiny": [label(t) for t in trials(os.path.join(work, "tiny.db"))],
         "bench": bench_ratios(out),
+        "compile": compile_step(out),
+        "products": load_json(os.path.join(out, "bench", "gpu_products.json")) or [],
         "profile": profile(out),
         "oom": oom_step(work),
         "jobs": {j: jobs_step(out, work, j, budget_gib) for j in ("auto", "2")},
@@ -293,6 +318,22 @@ def main():
                   f"{fmt(r.get('torch_bf16_tokens_per_s'), '{:.0f}')} | {fmt(r.get('ratio_vs_torch_matched'), '{:.2f}')} "
                   f"({r.get('matched_torch_mode')}) | {fmt(mfu * 100 if mfu else None, '{:.1f}%')} | "
                   f"{gib(r.get('peak_device_bytes'))} | {gib(r.get('nvml_process_peak_bytes'))} | {gib(r.get('estimate_bytes'))} |")
+    if summary["compile"]:
+        md += ["", "The tiny trial by product kernel and kernel cache (compile cost):", "",
+               "| products | kernel cache | trial s | first step s |", "| --- | --- | ---: | ---: |"]
+        md += [f"| {c['matmul']} | {c['kernel_cache']} | {fmt(c['trial_seconds'])} | {fmt(c['first_step_seconds'])} |"
+               for c in summary["compile"]]
+    if summary["products"]:
+        md += ["", "Matrix products of BERT-base 32 x 512, hpo-burn's kernel table against burn's default kernel "
+                   "(ms per product; relative difference of the results):", "",
+               "| product | batch x m x k x n | table ms | burn ms | table TFLOP/s | burn TFLOP/s | rel. diff |",
+               "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+        for p in summary["products"]:
+            diff = p.get("relative_difference")
+            if diff is None:
+                diff = max(p.get("relative_difference_lhs_grad") or 0, p.get("relative_difference_rhs_grad") or 0)
+            md.append(f"| {p['product']} | {p['batch']} x {p['m']} x {p['k']} x {p['n']} | {fmt(p.get('ms_table'))} | "
+                      f"{fmt(p.get('ms_burn'))} | {fmt(p.get('tflops_table'))} | {fmt(p.get('tflops_burn'))} | {fmt(diff, '{:.1e}')} |")
     pr = summary["profile"]
     if pr.get("ran"):
         md += ["", f"Profile (cubecl's kernel profiler, BERT-base f32, every step): {pr['launches']} launches, "

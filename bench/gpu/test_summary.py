@@ -111,5 +111,48 @@ class Profile(unittest.TestCase):
             self.assertEqual(summary.profile(out), {"ran": False})
 
 
+class Variants(unittest.TestCase):
+    def test_rows_say_whose_product_kernels_ran(self):
+        self.assertEqual(summary.variant({"matmul": "table"}), "plain")
+        self.assertEqual(summary.variant({"matmul": "burn"}), "burn matmul")
+        # Rows from before the table had no "matmul": burn's kernel, "plain" then.
+        self.assertEqual(summary.variant({}), "plain")
+        self.assertEqual(summary.variant({"autotune": True, "matmul": "table"}), "autotune")
+        self.assertEqual(summary.variant({"fusion": True, "autotune": True}), "fused")
+
+    def test_the_burn_step_is_read_beside_the_bench(self):
+        row = {"preset": "base", "batch": 32, "len": 512, "precision": "f32"}
+        with tempfile.TemporaryDirectory() as out:
+            for d, m, tps in (("bench", "table", 48000.0), ("burn", "burn", 35000.0)):
+                os.makedirs(os.path.join(out, d))
+                with open(os.path.join(out, d, "gpu_training.json"), "w") as f:
+                    json.dump({"card": "NVIDIA H200", "matmul_f32_relative_error": 3e-4,
+                               "rows": [dict(row, matmul=m, tokens_per_s=tps)]}, f)
+            with open(os.path.join(out, "torch_bench.json"), "w") as f:
+                json.dump({"rows": [dict(row, mode="tf32", tokens_per_s=180000.0),
+                                    dict(row, mode="fp32", tokens_per_s=72000.0)]}, f)
+            got = summary.bench_ratios(out)["rows"]
+        self.assertEqual([r["variant"] for r in got], ["plain", "burn matmul"])
+        self.assertEqual([r["matched_torch_mode"] for r in got], ["tf32", "tf32"])
+        self.assertAlmostEqual(got[0]["ratio_vs_torch_matched"], 48000 / 180000)
+        self.assertAlmostEqual(got[1]["ratio_vs_torch_matched"], 35000 / 180000)
+
+
+class Compile(unittest.TestCase):
+    def test_trial_and_first_step_seconds_are_read_through_colour_codes(self):
+        # As criteria's log has them: tracing's ANSI colours around each field.
+        step = ("\x1b[2m2026-11-27T06:43:36Z\x1b[0m \x1b[34mDEBUG\x1b[0m optimizer step done "
+                "\x1b[3mepoch\x1b[0m\x1b[2m=\x1b[0m1 \x1b[3mstep\x1b[0m\x1b[2m=\x1b[0m{s} "
+                "\x1b[3mof\x1b[0m\x1b[2m=\x1b[0m9 \x1b[3mseconds\x1b[0m\x1b[2m=\x1b[0m{t}")
+        log = "\n".join([step.format(s=0, t="31.566956868"), step.format(s=1, t="31.68"),
+                         "time per trial: mean 91.3s, max 91.3s"])
+        with tempfile.TemporaryDirectory() as out:
+            with open(os.path.join(out, "compile_table_cold.log"), "w") as f:
+                f.write(log + "\n")
+            got = summary.compile_step(out)
+        self.assertEqual(got, [{"matmul": "table", "kernel_cache": "cold",
+                                "trial_seconds": 91.3, "first_step_seconds": 31.566956868}])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -30,6 +30,12 @@
 //! 0.21 has no mixed precision with f32 master weights, so this is the
 //! speed of 16-bit compute, not a recipe to train with).
 //!
+//! `--products` first times each matrix product of a BERT-base 32 x 512
+//! step by hpo-burn's kernel table (`hpo_burn::model::matmul`) and by burn's
+//! own product, and compares their results and gradients
+//! (`gpu_products.json`; CUDA only). `HPO_CUDA_MATMUL=burn` trains with
+//! burn's product instead of the table.
+//!
 //! Writes `gpu_training.json` and `gpu_training.md` to `--out`.
 
 use anyhow::{bail, Context};
@@ -89,6 +95,8 @@ struct Args {
     steps: usize,
     out: PathBuf,
     check_runtime: bool,
+    /// `--products`: first compare hpo-burn's products with burn's.
+    products: bool,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -99,6 +107,7 @@ fn args() -> anyhow::Result<Args> {
         steps: 12,
         out: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../bench/results"),
         check_runtime: false,
+        products: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -115,9 +124,10 @@ fn args() -> anyhow::Result<Args> {
             "--steps" => a.steps = value()?.parse().context("--steps")?,
             "--out" => a.out = PathBuf::from(value()?),
             "--check-runtime" => a.check_runtime = true,
+            "--products" => a.products = true,
             other => bail!(
                 "unknown flag {other}; flags: --device, --shapes, --precisions, --steps, --out, \
-                 --check-runtime"
+                 --check-runtime, --products"
             ),
         }
     }
@@ -268,6 +278,110 @@ fn matmul_probe<B: Backend>(device: &B::Device) -> anyhow::Result<f64> {
     Ok((err / norm).sqrt())
 }
 
+/// The products of a BERT-base 32 x 512 step (forward, and the gradients'
+/// transposed views), each by hpo-burn's kernel table
+/// ([`hpo_burn::model::matmul::matmul`]) and by burn's own product on the
+/// same inputs: milliseconds per product (mean of 10 after 2 warm-ups) and
+/// the relative difference of the two results; then one product's
+/// gradients through the autodiff graph, both ways.
+#[cfg(feature = "cuda")]
+fn products<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Vec<Value>> {
+    use hpo_burn::model::matmul::matmul;
+    type Inner<B> = <B as AutodiffBackend>::InnerBackend;
+    let host = |t: Tensor<Inner<B>, 3>| -> anyhow::Result<Vec<f32>> {
+        t.try_into_data()
+            .map_err(|e| anyhow::anyhow!("reading a product back: {e}"))?
+            .convert::<f32>()
+            .to_vec::<f32>()
+            .map_err(|e| anyhow::anyhow!("product data: {e:?}"))
+    };
+    let relative = |a: &[f32], b: &[f32]| {
+        let (mut d, mut n) = (0.0f64, 0.0f64);
+        for (x, y) in a.iter().zip(b) {
+            d += (f64::from(*x) - f64::from(*y)).powi(2);
+            n += f64::from(*y).powi(2);
+        }
+        (d / n.max(f64::MIN_POSITIVE)).sqrt()
+    };
+    let time = |f: &dyn Fn() -> Tensor<Inner<B>, 3>| -> anyhow::Result<f64> {
+        for _ in 0..2 {
+            drop(f());
+        }
+        Inner::<B>::sync(device).map_err(|e| anyhow::anyhow!("sync: {e:?}"))?;
+        let t0 = std::time::Instant::now();
+        for _ in 0..10 {
+            drop(f());
+        }
+        Inner::<B>::sync(device).map_err(|e| anyhow::anyhow!("sync: {e:?}"))?;
+        Ok(t0.elapsed().as_secs_f64() * 100.0)
+    };
+    // (what, batch, m, k, n, lhs given transposed, rhs given transposed)
+    let cases: [(&str, usize, usize, usize, usize, bool, bool); 8] = [
+        ("ffn in", 1, 16384, 768, 3072, false, false),
+        ("ffn out", 1, 16384, 3072, 768, false, false),
+        ("projection", 1, 16384, 768, 768, false, false),
+        ("ffn in, weight grad", 1, 768, 16384, 3072, true, false),
+        ("ffn in, input grad", 1, 16384, 3072, 768, false, true),
+        ("scores q k^T", 384, 512, 64, 512, false, true),
+        ("context p v", 384, 512, 512, 64, false, false),
+        ("head", 1, 32, 768, 2, false, false),
+    ];
+    let mut rows = Vec::new();
+    for (what, batch, m, k, n, lt, rt) in cases {
+        let normal = Distribution::Normal(0.0, 1.0);
+        let lhs = if lt {
+            Tensor::<Inner<B>, 3>::random([batch, k, m], normal, device).swap_dims(1, 2)
+        } else {
+            Tensor::<Inner<B>, 3>::random([batch, m, k], normal, device)
+        };
+        let rhs = if rt {
+            Tensor::<Inner<B>, 3>::random([batch, n, k], normal, device).swap_dims(1, 2)
+        } else {
+            Tensor::<Inner<B>, 3>::random([batch, k, n], normal, device)
+        };
+        let ours = host(matmul(lhs.clone(), rhs.clone()))?;
+        let burns = host(lhs.clone().matmul(rhs.clone()))?;
+        let ms_ours = time(&|| matmul(lhs.clone(), rhs.clone()))?;
+        let ms_burn = time(&|| lhs.clone().matmul(rhs.clone()))?;
+        let flops = 2.0 * (batch * m * k * n) as f64;
+        let row = json!({
+            "product": what, "batch": batch, "m": m, "k": k, "n": n,
+            "ms_table": ms_ours, "ms_burn": ms_burn,
+            "tflops_table": flops / ms_ours / 1e9, "tflops_burn": flops / ms_burn / 1e9,
+            "relative_difference": relative(&ours, &burns),
+        });
+        eprintln!("gpu_training: products: {row}");
+        rows.push(row);
+    }
+    // Gradients through the graph: hpo-burn's node against burn's.
+    let normal = Distribution::Normal(0.0, 1.0);
+    let a = Tensor::<Inner<B>, 3>::random([12, 128, 64], normal, device);
+    let b = Tensor::<Inner<B>, 3>::random([12, 64, 128], normal, device);
+    let w = Tensor::<Inner<B>, 3>::random([12, 128, 128], normal, device);
+    let grads = |ours: bool| -> anyhow::Result<(Vec<f32>, Vec<f32>)> {
+        let a = Tensor::<B, 3>::from_inner(a.clone()).require_grad();
+        let b = Tensor::<B, 3>::from_inner(b.clone()).require_grad();
+        let y = if ours {
+            matmul(a.clone(), b.clone())
+        } else {
+            a.clone().matmul(b.clone())
+        };
+        let g = (y * Tensor::from_inner(w.clone())).sum().backward();
+        let ga = a.grad(&g).context("a's gradient")?;
+        let gb = b.grad(&g).context("b's gradient")?;
+        Ok((host(ga)?, host(gb)?))
+    };
+    let (ours, burns) = (grads(true)?, grads(false)?);
+    let row = json!({
+        "product": "gradients through the graph", "batch": 12, "m": 128, "k": 64, "n": 128,
+        "relative_difference_lhs_grad": relative(&ours.0, &burns.0),
+        "relative_difference_rhs_grad": relative(&ours.1, &burns.1),
+    });
+    eprintln!("gpu_training: products: {row}");
+    rows.push(row);
+    Ok(rows)
+}
+
 fn bench<B: AutodiffBackend>(
     args: &Args,
     done: &mut Vec<Value>,
@@ -289,6 +403,11 @@ fn bench<B: AutodiffBackend>(
         row["precision"] = json!(label);
         row["fusion"] = json!(cfg!(feature = "cuda-fusion"));
         row["autotune"] = json!(cfg!(feature = "cuda-autotune"));
+        row["matmul"] = json!(if hpo_burn::model::matmul::kernel_table() {
+            "table"
+        } else {
+            "burn"
+        });
         if let (Some((f32_peak, tf32_peak, bf16_peak)), Some(tps), Some(fpt)) = (
             card,
             row["tokens_per_s"].as_f64(),
@@ -442,6 +561,13 @@ fn cuda(args: &Args, d: &str) -> anyhow::Result<(String, Vec<Value>, f64)> {
     // First: it is quick, and it decides which PyTorch mode is matched.
     let probe = matmul_probe::<Cuda<f32, i32>>(&device)?;
     eprintln!("gpu_training: f32 matmul relative error {probe:.2e}");
+    if args.products {
+        let rows = products::<hpo_burn::Cuda>(&device)?;
+        let _ = std::fs::write(
+            args.out.join("gpu_products.json"),
+            serde_json::to_string_pretty(&rows).unwrap_or_default(),
+        );
+    }
     let mut rows = Vec::new();
     let mut done = Vec::new();
     for p in &args.precisions {
