@@ -393,16 +393,17 @@ fn pruner(epochs: usize) -> anyhow::Result<impl hpo::Pruner + 'static> {
     Ok(PatientPruner::new(hyperband, PatientConfig::default())?)
 }
 
-/// Each trial sized by the analytic estimate of the run it samples (on a
-/// GPU calibrated to what burn holds), which the executor corrects per
-/// backbone from the peaks the workers measure.
+/// Each trial sized by the analytic estimate of the run it samples, as the
+/// device runs it (on a GPU calibrated to what burn holds, and priced with
+/// the GPU's step times), which the executor corrects per backbone from
+/// the peaks the workers measure.
 fn estimator(args: &Args, backbones: &Arc<Backbones>) -> TrainingEstimator {
     let (args, backbones) = (args.clone(), Arc::clone(backbones));
-    let calibration = args.model.device.calibration();
+    let device = args.model.device;
     TrainingEstimator::new(move |trial| {
         let (backbone, spec) = sample_run(trial, &backbones, &args)?;
         let task = backbones.task(backbone.is_heavy());
-        Ok(Sizing::of_run(task, &spec)?.calibrated(calibration))
+        Ok(device.sized(Sizing::of_run(task, &spec)?))
     })
 }
 // ANCHOR_END: study

@@ -83,11 +83,25 @@ impl StepTime {
     /// costs 1.30x (the median over BERT-base, DeBERTa-v3-base and
     /// BERT-large at eight shapes; 1.25-1.41). So halving the micro-batch
     /// is the faster lever while a pass holds more than about 360 tokens.
-    /// No GPU has measured either (the book's "Training with burn" says
-    /// what that leaves open); they stand for every backend until one does.
+    /// A GPU's are [`StepTime::MEASURED_CUDA`]
+    /// (`experiment::DeviceArg::sized` chooses by device).
     pub const MEASURED_CPU: StepTime = StepTime {
         pass_tokens: 154.0,
         recompute_factor: 1.30,
+    };
+
+    /// Measured on CUDA (`bench/gpu/check.sh`'s steptime step, NVIDIA H200,
+    /// burn-cuda 0.21 f32 with hpo-burn's product kernels, 2026-11-27, one
+    /// call; `bench/results/gpu/h200_nov27_call1_steptime.json`): BERT-base
+    /// at 8, 16 and 32 x 512 trained 32,614, 41,070 and 47,741 tokens/s,
+    /// which `1 + pass_tokens / tokens` fits within 0.5% at 2,970 tokens
+    /// (a kernel launch per op and AdamW's per-parameter ops do not shrink
+    /// with the batch); recomputing at 32 x 512 trained 36,020 tokens/s,
+    /// 1.33x the time. So on this GPU halving the micro-batch is the faster
+    /// lever only while a pass holds more than about 6,200 tokens.
+    pub const MEASURED_CUDA: StepTime = StepTime {
+        pass_tokens: 2970.0,
+        recompute_factor: 1.33,
     };
 
     /// Time per example of `batch` at sequences of `len` tokens (relative).
@@ -402,6 +416,24 @@ mod tests {
         };
         assert_eq!(first(4), (2, false));
         assert_eq!(first(2), (2, true));
+        // With the H200's: a pass's fixed cost is 2,970 tokens, so from
+        // 32 x 512 (16,384 tokens) halving to 16 costs 1.15x and is taken
+        // first; from 16 x 512, halving to 8 (1.27x) still beats
+        // recomputing (1.33x); from 8 x 512 (4,096 tokens, under the
+        // ~6,200-token crossover) recomputing comes first.
+        let gpu = sizing(Preset::Large, 32).timed(Some(StepTime::MEASURED_CUDA));
+        let gpu = Sizing {
+            max_len: 512,
+            ..gpu
+        };
+        let first = |micro| {
+            let o =
+                hpo_core::executor::fit_options(Batch::new(micro, 1), 1, |b| gpu.relative_time(b));
+            (o[1].micro, o[1].recompute)
+        };
+        assert_eq!(first(32), (16, false));
+        assert_eq!(first(16), (8, false));
+        assert_eq!(first(8), (8, true));
         let plain = s.clone().timed(None);
         assert_eq!(plain.relative_time(again), None);
         assert_eq!(plain.relative_time(kept), Some(1.0));

@@ -112,6 +112,20 @@ impl DeviceArg {
         }
     }
 
+    /// `sizing` as this device runs it: calibrated
+    /// ([`DeviceArg::calibration`]) and priced with the device's measured
+    /// step times ([`crate::estimator::StepTime::MEASURED_CPU`] or
+    /// [`crate::estimator::StepTime::MEASURED_CUDA`]), which decide whether
+    /// the executor halves the micro-batch or recomputes activations first.
+    pub fn sized(self, sizing: crate::estimator::Sizing) -> crate::estimator::Sizing {
+        use crate::estimator::StepTime;
+        let step_time = match self {
+            DeviceArg::Cpu => StepTime::MEASURED_CPU,
+            DeviceArg::Cuda(_) => StepTime::MEASURED_CUDA,
+        };
+        sizing.calibrated(self.calibration()).timed(Some(step_time))
+    }
+
     /// What the analytic memory estimate is multiplied by before the
     /// executor's correction has measured a model: about 2 on burn's CUDA
     /// backend (measured), 1 on the CPU.
@@ -142,6 +156,36 @@ mod tests {
             .contains("unknown device `gpu`"));
         assert_eq!(DeviceArg::Cuda(1).to_string(), "cuda:1");
         assert_eq!(DeviceArg::Cpu.memory().unwrap(), Memory::Host);
+    }
+
+    #[test]
+    fn each_device_sizes_with_its_own_calibration_and_step_times() {
+        use crate::estimator::{Sizing, StepTime};
+        use crate::memory::Precision;
+        use crate::{ModelConfig, Preset};
+        use hpo_core::executor::Batch;
+        let plain = Sizing {
+            family: "bert-base".into(),
+            model: ModelConfig::preset(Preset::Base, 30522, 2),
+            max_len: 512,
+            batch: Batch::new(8, 1),
+            precision: Precision::F32,
+            calibration: 1.0,
+            step_time: None,
+        };
+        let cpu = DeviceArg::Cpu.sized(plain.clone());
+        assert_eq!(cpu.calibration, 1.0);
+        assert_eq!(cpu.step_time, Some(StepTime::MEASURED_CPU));
+        let gpu = DeviceArg::Cuda(0).sized(plain);
+        assert_eq!(gpu.calibration, crate::estimator::BURN_CUDA_F32_CALIBRATION);
+        assert_eq!(gpu.step_time, Some(StepTime::MEASURED_CUDA));
+        // At 8 x 512 the CPU's figures halve before recomputing; the GPU's
+        // recompute first (a pass's fixed cost is 2,970 tokens there, 154
+        // here).
+        let first =
+            |s: &Sizing| hpo_core::executor::fit_options(s.batch, 1, |b| s.relative_time(b))[1];
+        assert_eq!((first(&cpu).micro, first(&cpu).recompute), (4, false));
+        assert_eq!((first(&gpu).micro, first(&gpu).recompute), (8, true));
     }
 
     #[cfg(not(feature = "cuda"))]
