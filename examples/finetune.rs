@@ -87,9 +87,9 @@ impl OnBackend for &Args {
         let splits = self.data.load(&tweets, spec_of, 1200, self.study.seed)?;
         let backbones = Arc::new(self.model.backbones(&splits, "length", &[99])?);
         let (args, sized) = (self.clone(), Arc::clone(&backbones));
-        let on = self.model.device;
+        let device_arg = self.model.device;
         let estimator = TrainingEstimator::new(move |trial| {
-            Ok(on.sized(Sizing::of_run(&sized.light, &spec(trial, &args, &sized)?)?))
+            Ok(device_arg.sized(Sizing::of_run(&sized.light, &spec(trial, &args, &sized)?)?))
         });
         let runner = StudyRunner::new(&self.study)
             .default_storage("sqlite:///finetune.db")

@@ -163,36 +163,40 @@ if [ $RT != 0 ]; then
 fi
 
 # --- 2. one tiny trial ---------------------------------------------------------
+# tiny_trial NAME SECONDS: the tiny study (one enqueued trial) under its own
+# storage NAME.db, logging to NAME.log, within SECONDS; the caller's
+# environment (HPO_CUDA_MATMUL, HPO_KERNEL_CACHE) passes through.
+tiny_trial() {
+    RUST_LOG=$STEP_LOG timeout "$(tmo "$2")" "$BIN/criteria" --from-scratch --device "$DEVICE" \
+        --data "$TWEETS" --storage "sqlite:///$WORK/$1.db" --study tiny --trials 1 --jobs 1 \
+        --epochs 1 --train-limit 128 --trial-timeout "$(tmo $(($2 - 10)))" $STUDY_FLAGS \
+        --enqueue '{"backbone": "Light", "batch_size": 16, "length_pct": 50, "grad_accum": 1}' \
+        >"$LOGS/$1.log" 2>&1
+}
+completed() { grep -qE '^trial +0 complete' "$LOGS/$1.log"; }
 TINY_OK=1
 if want tiny; then
     say "2. one tiny trial in a worker process"
-    RUST_LOG=$STEP_LOG timeout "$(tmo 150)" "$BIN/criteria" --from-scratch --device "$DEVICE" \
-        --data "$TWEETS" --storage "sqlite:///$WORK/tiny.db" --study tiny --trials 1 --jobs 1 \
-        --epochs 1 --train-limit 128 --trial-timeout "$(tmo 140)" $STUDY_FLAGS \
-        --enqueue '{"backbone": "Light", "batch_size": 16, "length_pct": 50, "grad_accum": 1}' \
-        >"$LOGS/tiny.log" 2>&1
+    tiny_trial tiny 150
     TINY=$?
     status tiny $TINY
     say "   exit $TINY: $(grep -E '^trial ' "$LOGS/tiny.log" | head -3 | cut -c1-60 | tr '\n' ' ')"
     say "   kernels compiled so far: $(grep -c . "$LOGS/cubecl_compile.log" 2>/dev/null || echo 0)"
-    if [ $DRY = 0 ] && { [ $TINY != 0 ] || ! grep -qE '^trial +0 complete' "$LOGS/tiny.log"; }; then
-        # Once more with burn's product kernel: if that completes, the
-        # table broke it, and the other steps run with burn's.
-        say "   the tiny trial did not complete: once more with HPO_CUDA_MATMUL=burn"
-        HPO_CUDA_MATMUL=burn RUST_LOG=$STEP_LOG timeout "$(tmo 120)" "$BIN/criteria" --from-scratch \
-            --device "$DEVICE" --data "$TWEETS" --storage "sqlite:///$WORK/tiny_burn.db" --study tiny \
-            --trials 1 --jobs 1 --epochs 1 --train-limit 128 --trial-timeout "$(tmo 110)" \
-            --enqueue '{"backbone": "Light", "batch_size": 16, "length_pct": 50, "grad_accum": 1}' \
-            >"$LOGS/tiny_burn.log" 2>&1
-        status tiny_burn $?
-        if grep -qE '^trial +0 complete' "$LOGS/tiny_burn.log"; then
-            say "   it completed with burn's kernel: the rest runs with HPO_CUDA_MATMUL=burn"
-            export HPO_CUDA_MATMUL=burn
-        fi
-    fi
-    if [ "${HPO_CUDA_MATMUL:-}" != burn ] && { [ $TINY != 0 ] || ! grep -qE '^trial +0 complete' "$LOGS/tiny.log"; }; then
-        say "   the tiny trial did not complete: the other study steps are skipped"
+    if [ $TINY != 0 ] || ! completed tiny; then
         TINY_OK=0
+        if [ $DRY = 0 ]; then
+            # Once more with burn's product kernel: if that completes, the
+            # table broke it, and the other steps run with burn's.
+            say "   the tiny trial did not complete: once more with HPO_CUDA_MATMUL=burn"
+            HPO_CUDA_MATMUL=burn tiny_trial tiny_burn 120
+            status tiny_burn $?
+            if completed tiny_burn; then
+                say "   it completed with burn's kernel: the rest runs with HPO_CUDA_MATMUL=burn"
+                export HPO_CUDA_MATMUL=burn
+                TINY_OK=1
+            fi
+        fi
+        [ $TINY_OK = 0 ] && say "   the tiny trial did not complete: the other study steps are skipped"
     fi
 fi
 
@@ -206,12 +210,7 @@ if want compile && [ $DRY = 0 ]; then
     for run in table:cold burn:cold table:warm; do
         m=${run%%:*}
         say "2b. compile: the tiny trial, $m products, ${run#*:} kernel cache"
-        HPO_KERNEL_CACHE=$WORK/kernels_$m HPO_CUDA_MATMUL=$m RUST_LOG=$STEP_LOG \
-            timeout "$(tmo 150)" "$BIN/criteria" --from-scratch --device "$DEVICE" \
-            --data "$TWEETS" --storage "sqlite:///$WORK/compile_${m}_${run#*:}.db" --study tiny \
-            --trials 1 --jobs 1 --epochs 1 --train-limit 128 --trial-timeout "$(tmo 140)" \
-            --enqueue '{"backbone": "Light", "batch_size": 16, "length_pct": 50, "grad_accum": 1}' \
-            >"$LOGS/compile_${m}_${run#*:}.log" 2>&1
+        HPO_KERNEL_CACHE=$WORK/kernels_$m HPO_CUDA_MATMUL=$m tiny_trial "compile_${m}_${run#*:}" 150
         status "compile_${m}_${run#*:}" $?
         say "   $(grep -E '^time per trial' "$LOGS/compile_${m}_${run#*:}.log")"
     done

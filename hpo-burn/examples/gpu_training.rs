@@ -326,9 +326,9 @@ fn products<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Vec<Value>
         ("context p v", 384, 512, 512, 64, false, false),
         ("head", 1, 32, 768, 2, false, false),
     ];
+    let normal = Distribution::Normal(0.0, 1.0);
     let mut rows = Vec::new();
     for (what, batch, m, k, n, lt, rt) in cases {
-        let normal = Distribution::Normal(0.0, 1.0);
         let lhs = if lt {
             Tensor::<Inner<B>, 3>::random([batch, k, m], normal, device).swap_dims(1, 2)
         } else {
@@ -354,7 +354,6 @@ fn products<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Vec<Value>
         rows.push(row);
     }
     // Gradients through the graph: hpo-burn's node against burn's.
-    let normal = Distribution::Normal(0.0, 1.0);
     let a = Tensor::<Inner<B>, 3>::random([12, 128, 64], normal, device);
     let b = Tensor::<Inner<B>, 3>::random([12, 64, 128], normal, device);
     let w = Tensor::<Inner<B>, 3>::random([12, 128, 128], normal, device);

@@ -319,12 +319,21 @@ pub fn host_budget(cap: Option<u64>) -> Result<u64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::memory::estimate_training_memory;
     use crate::model::Preset;
     use hpo_core::executor::GIB;
     use hpo_core::{RandomSampler, Study};
+
+    /// What the executor tries first when `sizing` does not fit at
+    /// micro-batch `micro` (no accumulation): the micro-batch and whether
+    /// it recomputes.
+    pub(crate) fn first_fallback(sizing: &Sizing, micro: u32) -> (u32, bool) {
+        let o =
+            hpo_core::executor::fit_options(Batch::new(micro, 1), 1, |b| sizing.relative_time(b));
+        (o[1].micro, o[1].recompute)
+    }
 
     fn sizing(preset: Preset, micro: u32) -> Sizing {
         Sizing {
@@ -409,13 +418,8 @@ mod tests {
         // (512 -> 256 tokens a pass) costs 1.23x, less than recomputation;
         // halving 2 -> 1 costs 1.38x, more.
         let cpu = s.clone().timed(Some(StepTime::MEASURED_CPU));
-        let first = |micro| {
-            let o =
-                hpo_core::executor::fit_options(Batch::new(micro, 1), 1, |b| cpu.relative_time(b));
-            (o[1].micro, o[1].recompute)
-        };
-        assert_eq!(first(4), (2, false));
-        assert_eq!(first(2), (2, true));
+        assert_eq!(first_fallback(&cpu, 4), (2, false));
+        assert_eq!(first_fallback(&cpu, 2), (2, true));
         // With the H200's: a pass's fixed cost is 2,970 tokens, so from
         // 32 x 512 (16,384 tokens) halving to 16 costs 1.15x and is taken
         // first; from 16 x 512, halving to 8 (1.27x) still beats
@@ -426,14 +430,9 @@ mod tests {
             max_len: 512,
             ..gpu
         };
-        let first = |micro| {
-            let o =
-                hpo_core::executor::fit_options(Batch::new(micro, 1), 1, |b| gpu.relative_time(b));
-            (o[1].micro, o[1].recompute)
-        };
-        assert_eq!(first(32), (16, false));
-        assert_eq!(first(16), (8, false));
-        assert_eq!(first(8), (8, true));
+        assert_eq!(first_fallback(&gpu, 32), (16, false));
+        assert_eq!(first_fallback(&gpu, 16), (8, false));
+        assert_eq!(first_fallback(&gpu, 8), (8, true));
         let plain = s.clone().timed(None);
         assert_eq!(plain.relative_time(again), None);
         assert_eq!(plain.relative_time(kept), Some(1.0));

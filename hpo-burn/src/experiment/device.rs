@@ -182,10 +182,9 @@ mod tests {
         // At 8 x 512 the CPU's figures halve before recomputing; the GPU's
         // recompute first (a pass's fixed cost is 2,970 tokens there, 154
         // here).
-        let first =
-            |s: &Sizing| hpo_core::executor::fit_options(s.batch, 1, |b| s.relative_time(b))[1];
-        assert_eq!((first(&cpu).micro, first(&cpu).recompute), (4, false));
-        assert_eq!((first(&gpu).micro, first(&gpu).recompute), (8, true));
+        use crate::estimator::tests::first_fallback;
+        assert_eq!(first_fallback(&cpu, 8), (4, false));
+        assert_eq!(first_fallback(&gpu, 8), (8, true));
     }
 
     #[cfg(not(feature = "cuda"))]
