@@ -23,8 +23,10 @@ pub enum AutoLate {
     /// TPE, which models the whole history (default).
     #[default]
     Tpe,
-    /// CMA-ES, as OptunaHub's AutoSampler; it starts its own distribution
-    /// at the switch (from the box's centre), not from the GP's trials.
+    /// CMA-ES, as OptunaHub's AutoSampler, warm-started at the switch from
+    /// the study's own trials ([`CmaEsConfig::warm_start_from_study`]): its
+    /// first distribution is that of the GP's best tenth, where OptunaHub's
+    /// starts from the box's centre.
     CmaEs,
 }
 
@@ -185,6 +187,7 @@ impl AutoSampler {
             tpe: TpeSampler::seeded(seed),
             cmaes: CmaEsSampler::with_config(CmaEsConfig {
                 seed: Some(seed),
+                warm_start_from_study: true,
                 ..CmaEsConfig::default()
             })
             .unwrap_or_else(|_| CmaEsSampler::new()),
@@ -385,6 +388,8 @@ mod tests {
             cma.choose(&StudyView::new("s", &dirs, &many)),
             Choice::CmaEs
         );
+        // Its CMA-ES starts from the study's own trials, not the box's centre.
+        assert!(cma.cmaes.config().warm_start_from_study);
         assert_eq!(
             cma.choose(&StudyView::new("s", &dirs, &many_cat)),
             Choice::Tpe

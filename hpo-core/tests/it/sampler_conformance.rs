@@ -314,6 +314,13 @@ fn cmaes_sampler_conforms_in_every_variant() {
             popsize: Some(2),
             ..CmaEsConfig::default()
         },
+        // Warm-started from the study's own start-up trials.
+        CmaEsConfig {
+            warm_start_from_study: true,
+            n_startup_trials: 5,
+            with_margin: true,
+            ..CmaEsConfig::default()
+        },
     ];
     for cfg in variants {
         conformance(

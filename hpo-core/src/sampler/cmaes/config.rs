@@ -45,6 +45,14 @@ pub struct CmaEsConfig {
     /// Count PRUNED trials with their last intermediate value as solutions
     /// (default false).
     pub consider_pruned_trials: bool,
+    /// Start the distribution from the study's own finished trials (the
+    /// WS-CMA-ES estimate from their best tenth, as
+    /// [`super::CmaEsSampler::with_source_trials`] does from another study's)
+    /// instead of the box's centre, when CMA-ES begins in a study that
+    /// already has trials over its search space: [`crate::AutoSampler`]'s
+    /// switch from the GP. Default false (Optuna's behaviour). Needs the full
+    /// covariance and no `sigma0`.
+    pub warm_start_from_study: bool,
     /// Random seed; `None` seeds from the operating system.
     pub seed: Option<u64>,
 }
@@ -61,6 +69,7 @@ impl Default for CmaEsConfig {
             ipop: false,
             inc_popsize: 2,
             consider_pruned_trials: false,
+            warm_start_from_study: false,
             seed: None,
         }
     }
@@ -101,6 +110,18 @@ impl CmaEsConfig {
         if self.lr_adapt && (self.separable || self.with_margin) {
             return bad(
                 "CMA-ES `lr_adapt` works with the full covariance only: turn off `separable` and `with_margin`, or `lr_adapt`"
+                    .into(),
+            );
+        }
+        if self.warm_start_from_study && self.separable {
+            return bad(
+                "CMA-ES `warm_start_from_study` needs the full covariance: turn off `separable`"
+                    .into(),
+            );
+        }
+        if self.warm_start_from_study && self.sigma0.is_some() {
+            return bad(
+                "CMA-ES `warm_start_from_study` sets the step size itself: leave `sigma0` unset"
                     .into(),
             );
         }
@@ -169,5 +190,17 @@ mod tests {
             ..d()
         })
         .contains("cannot be combined"));
+        assert!(msg(CmaEsConfig {
+            warm_start_from_study: true,
+            separable: true,
+            ..d()
+        })
+        .contains("`warm_start_from_study` needs the full covariance"));
+        assert!(msg(CmaEsConfig {
+            warm_start_from_study: true,
+            sigma0: Some(0.2),
+            ..d()
+        })
+        .contains("leave `sigma0` unset"));
     }
 }

@@ -199,11 +199,15 @@ impl CmaEsSampler {
         })
     }
 
-    /// A new run: around `mean` (the box's centre when `None`) with `popsize`.
+    /// A new run: around `mean` (a restart's random point) when given, else
+    /// warm-started from the source trials, or from the study's own
+    /// `history` with [`CmaEsConfig::warm_start_from_study`], else from the
+    /// box's centre; with `popsize`.
     fn optimizer(
         &self,
         axes: &[Axis<'_>],
         mean: Option<Vec<f64>>,
+        history: &[(&FrozenTrial, f64)],
         popsize: usize,
     ) -> Result<Optimizer> {
         let n = axes.len();
@@ -211,25 +215,10 @@ impl CmaEsSampler {
         let (mean, sigma, cov) = match mean {
             Some(m) => (m, self.sigma0(), None),
             None if !self.source.is_empty() => {
-                let source: Vec<(Vec<f64>, f64)> = self
-                    .source
-                    .iter()
-                    .filter(|t| {
-                        t.distributions.len() == n
-                            && axes
-                                .iter()
-                                .all(|a| t.distributions.get(a.name) == Some(a.dist))
-                    })
-                    .filter_map(|t| {
-                        let v = self.solution_value(t, Direction::Minimize)?;
-                        let x = axes
-                            .iter()
-                            .map(|a| t.internal_params.get(a.name).map(|x| a.unit(*x)))
-                            .collect::<Option<Vec<f64>>>()?;
-                        Some((x, v))
-                    })
-                    .collect();
-                let (m, s, c) = warm_start(source).ok_or_else(|| {
+                let source = self.source.iter().filter_map(|t| {
+                    Some((t, self.solution_value(t, Direction::Minimize)?))
+                });
+                let (m, s, c) = warm_start(solutions(axes, source)).ok_or_else(|| {
                     Error::InvalidConfig(format!(
                         "no source trial of the CMA-ES warm start has this study's search space ({})",
                         axes.iter().map(|a| a.name).collect::<Vec<_>>().join(", ")
@@ -237,7 +226,17 @@ impl CmaEsSampler {
                 })?;
                 (m, s, Some(c))
             }
-            None => (vec![0.5; n], self.sigma0(), None),
+            None => {
+                let own = self
+                    .config
+                    .warm_start_from_study
+                    .then(|| warm_start(solutions(axes, history.iter().map(|(t, v)| (*t, *v)))))
+                    .flatten();
+                match own {
+                    Some((m, s, c)) => (m, s, Some(c)),
+                    None => (vec![0.5; n], self.sigma0(), None),
+                }
+            }
         };
         let sigma = sigma.max(1e-8);
         if self.config.separable && n > 1 {
@@ -275,6 +274,29 @@ impl CmaEsSampler {
             .map(|a| t.internal_params.get(a.name).map(|x| a.unit(*x)))
             .collect()
     }
+}
+
+/// `(point in unit coordinates, value to minimise)` of the trials over
+/// exactly the search space of `axes`, for a warm start.
+fn solutions<'t>(
+    axes: &[Axis<'_>],
+    trials: impl Iterator<Item = (&'t FrozenTrial, f64)>,
+) -> Vec<(Vec<f64>, f64)> {
+    trials
+        .filter(|(t, _)| {
+            t.distributions.len() == axes.len()
+                && axes
+                    .iter()
+                    .all(|a| t.distributions.get(a.name) == Some(a.dist))
+        })
+        .filter_map(|(t, v)| {
+            let x = axes
+                .iter()
+                .map(|a| t.internal_params.get(a.name).map(|x| a.unit(*x)))
+                .collect::<Option<Vec<f64>>>()?;
+            Some((x, v))
+        })
+        .collect()
 }
 
 /// A coordinate's step in unit coordinates for CMA-ES with margin (0: continuous).
@@ -347,6 +369,7 @@ impl Sampler for CmaEsSampler {
                 optimizer: self.optimizer(
                     &axes,
                     None,
+                    &finished,
                     self.config
                         .popsize
                         .unwrap_or_else(|| default_popsize(axes.len())),
@@ -383,7 +406,7 @@ impl Sampler for CmaEsSampler {
                 let mut rng = trial_rng(self.seed, trial.number, "cma:restart");
                 let mean: Vec<f64> = (0..axes.len()).map(|_| rng.random::<f64>()).collect();
                 let popsize = popsize.saturating_mul(self.config.inc_popsize);
-                state.optimizer = self.optimizer(&axes, Some(mean), popsize)?;
+                state.optimizer = self.optimizer(&axes, Some(mean), &finished, popsize)?;
                 state.restarts += 1;
                 tracing::info!(
                     trial = trial.number,
