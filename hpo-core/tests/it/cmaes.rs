@@ -246,6 +246,20 @@ fn several_objectives_are_refused_with_a_clear_error() {
     assert!(e.contains("CMA-ES optimises one objective"), "{e}");
 }
 
+/// Mean distance of the trials' `(x0, x1, x2)` to `(3, 3, 3)`.
+fn mean_distance_to_threes(trials: &[Arc<FrozenTrial>]) -> f64 {
+    trials
+        .iter()
+        .map(|t| {
+            (0..3)
+                .map(|i| (t.internal_params[&format!("x{i}")] - 3.0).powi(2))
+                .sum::<f64>()
+                .sqrt()
+        })
+        .sum::<f64>()
+        / trials.len() as f64
+}
+
 #[test]
 fn a_warm_start_begins_near_the_source_studys_good_trials() {
     let f = |t: &mut hpo_core::Trial| -> Result<f64, TrialError> {
@@ -274,16 +288,7 @@ fn a_warm_start_begins_near_the_source_studys_good_trials() {
             .unwrap();
         s.optimize(8, f).unwrap();
         let ts = s.trials().unwrap();
-        ts[1..8]
-            .iter()
-            .map(|t| {
-                (0..3)
-                    .map(|i| (t.internal_params[&format!("x{i}")] - 3.0).powi(2))
-                    .sum::<f64>()
-                    .sqrt()
-            })
-            .sum::<f64>()
-            / 7.0
+        mean_distance_to_threes(&ts[1..8])
     };
     for seed in 0..3 {
         let cold = first_generation(CmaEsSampler::with_config(CmaEsConfig::seeded(seed)).unwrap());
@@ -334,16 +339,7 @@ fn a_warm_start_from_the_study_itself_begins_near_its_good_trials() {
         s.optimize(157, f).unwrap();
         let ts = s.trials().unwrap();
         assert!(ts[150].system_attrs.contains_key("cma:generation"));
-        ts[150..157]
-            .iter()
-            .map(|t| {
-                (0..3)
-                    .map(|i| (t.internal_params[&format!("x{i}")] - 3.0).powi(2))
-                    .sum::<f64>()
-                    .sqrt()
-            })
-            .sum::<f64>()
-            / 7.0
+        mean_distance_to_threes(&ts[150..157])
     };
     for seed in 0..3 {
         let cold = first_generation(false, seed);

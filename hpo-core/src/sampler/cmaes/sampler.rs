@@ -215,9 +215,10 @@ impl CmaEsSampler {
         let (mean, sigma, cov) = match mean {
             Some(m) => (m, self.sigma0(), None),
             None if !self.source.is_empty() => {
-                let source = self.source.iter().filter_map(|t| {
-                    Some((t, self.solution_value(t, Direction::Minimize)?))
-                });
+                let source = self
+                    .source
+                    .iter()
+                    .filter_map(|t| Some((t, self.solution_value(t, Direction::Minimize)?)));
                 let (m, s, c) = warm_start(solutions(axes, source)).ok_or_else(|| {
                     Error::InvalidConfig(format!(
                         "no source trial of the CMA-ES warm start has this study's search space ({})",
