@@ -3,7 +3,7 @@ sampler-suite run: the mean rank of the median best value over the problems
 of a half, among {the variant, tpe, gp, cmaes} (1 = best; tied medians share
 their average rank, as the suite's own table does), at each budget.
 
-    python3 bench/auto_rank.py RUN.json [RUN2.json ...] [--md OUT.md]
+    python3 bench/auto_rank.py RUN.json [RUN2.json ...] [--md OUT.md] [--json OUT.json]
 
 RUN.json is `bench/results/.../sampler_suite.json` written by
 `cargo bench -p hpo-core --bench sampler_suite` with the samplers tpe, gp,
@@ -39,6 +39,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("runs", nargs="+")
     ap.add_argument("--md", help="also write the tables here")
+    ap.add_argument("--json", help="also write the rows here")
     a = ap.parse_args()
     # (half, problem, sampler, budget) -> values over seeds
     values = collections.defaultdict(list)
@@ -56,6 +57,7 @@ def main():
     if missing or not autos:
         sys.exit(f"need tpe, gp, cmaes and an auto variant; missing {missing or 'auto'}")
     lines = []
+    rows = []
     for half in ("tuning", "held_out"):
         problems = sorted({k[1] for k in values if k[0] == half})
         if not problems:
@@ -76,6 +78,11 @@ def main():
                 mean = [x / n for x in sums]
                 best_other = min(mean[1:])
                 ok = "yes" if mean[0] < best_other else "no"
+                rows.append({
+                    "half": half, "variant": auto, "budget": b, "problems": n,
+                    "mean_rank": dict(zip(("auto",) + BASE, mean)),
+                    "met": mean[0] < best_other, "margin": mean[0] - best_other,
+                })
                 lines.append(
                     f"| `{auto}` | {b} | {mean[0]:.2f} | {mean[1]:.2f} | {mean[2]:.2f} | {mean[3]:.2f} | {ok} | {mean[0] - best_other:+.2f} |"
                 )
@@ -85,6 +92,10 @@ def main():
     if a.md:
         with open(a.md, "w") as f:
             f.write(text + "\n")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"runs": a.runs, "rows": rows}, f, indent=1)
+            f.write("\n")
 
 
 if __name__ == "__main__":

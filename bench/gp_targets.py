@@ -156,6 +156,8 @@ def main():
 
     # 3. AutoSampler's mean rank among auto, tpe, gp, cmaes (hpo's), every held-out problem.
     md.append("\n## 3. AutoSampler's mean rank of the median among hpo's auto, tpe, gp, cmaes (whole held-out half)\n")
+    md.append("(The AutoSampler of this run; its current rule and figures, on 28 problems a half, are in "
+              "`bench/results/auto_rank.md`.)\n")
     names = ["auto", "tpe", "gp", "cmaes"]
     md.append("| budget | problems | " + " | ".join(names) + " | target (auto best) |")
     md.append("|---|---|" + "---|" * len(names) + "---|")

@@ -134,7 +134,8 @@ mod tests {
             r#"{"sampler": "qmc", "kind": "halton", "seed": 7}"#,
             r#"{"sampler": "cma_es", "separable": true}"#,
             r#"{"sampler": "gp", "n_startup_trials": 5, "seed": 7}"#,
-            r#"{"sampler": "auto", "gp_until": 100, "late": "cma_es"}"#,
+            r#"{"sampler": "auto", "gp_until": 250}"#,
+            r#"{"sampler": "auto", "mixed": "tpe", "late": "tpe"}"#,
         ] {
             let c: SamplerConfig = serde_json::from_str(text).unwrap();
             c.init().unwrap();

@@ -1,12 +1,12 @@
-//! QMC, CMA-ES and GP resumed in a new process: two worker processes, one after
+//! QMC, CMA-ES, GP and AutoSampler resumed in a new process: two worker processes, one after
 //! the other, on one SQLite study file propose exactly what one uninterrupted
 //! study does. The worker is this test binary run again
 //! (`sampler_processes::worker`), configured through environment variables.
 
 use hpo_core::storage::SqliteStorage;
 use hpo_core::{
-    CmaEsConfig, CmaEsSampler, Direction, GpConfig, GpSampler, QmcConfig, QmcSampler, Sampler,
-    Study, TrialError,
+    AutoConfig, AutoLate, AutoSampler, CmaEsConfig, CmaEsSampler, Direction, GpConfig, GpSampler,
+    QmcConfig, QmcSampler, Sampler, Study, TrialError,
 };
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -32,6 +32,15 @@ fn sampler(kind: &str) -> Arc<dyn Sampler> {
                 n_local_search: 3,
                 refit_fraction: 0.2,
                 ..GpConfig::seeded(21)
+            })
+            .unwrap(),
+        ),
+        // The GP for 12 trials, then CMA-ES warm-started from them.
+        "auto" => Arc::new(
+            AutoSampler::with_config(AutoConfig {
+                gp_until: 12,
+                late: AutoLate::CmaEs,
+                ..AutoConfig::seeded(21)
             })
             .unwrap(),
         ),
@@ -138,6 +147,29 @@ fn gp_resumed_in_a_new_process_continues_the_search() {
     whole.optimize(28, objective).unwrap();
     let (r, w) = (params(&resumed), params(&whole));
     assert_eq!(r.len(), 28);
+    assert_eq!(
+        r, w,
+        "the second process did not continue the first's search"
+    );
+}
+
+#[test]
+fn auto_resumed_in_a_new_process_continues_past_its_switch() {
+    // The first process runs the GP's 12 trials and CMA-ES's first 4; the
+    // second restores CMA-ES's warm-started state from the study.
+    let db = temp_db("auto");
+    run_worker(&db, "auto", 16);
+    run_worker(&db, "auto", 24);
+    let resumed = study(&db, "auto");
+    let whole_db = temp_db("auto-whole");
+    let whole = study(&whole_db, "auto");
+    whole.optimize(40, objective).unwrap();
+    let trials = resumed.trials().unwrap();
+    assert_eq!(trials[11].system_attrs["auto:sampler"], "gp");
+    assert_eq!(trials[12].system_attrs["auto:sampler"], "cma_es");
+    assert_eq!(trials[39].system_attrs["auto:sampler"], "cma_es");
+    let (r, w) = (params(&resumed), params(&whole));
+    assert_eq!(r.len(), 40);
     assert_eq!(
         r, w,
         "the second process did not continue the first's search"
