@@ -117,61 +117,43 @@ fn params(study: &Study) -> Vec<Vec<(String, u64)>> {
         .collect()
 }
 
+/// Runs `kind` for `first` trials in one worker process and `second` in
+/// another on one study, checks that they proposed exactly what one
+/// uninterrupted study does, and returns the resumed study.
+fn assert_resumes(kind: &str, first: usize, second: usize) -> Study {
+    let db = temp_db(kind);
+    run_worker(&db, kind, first);
+    run_worker(&db, kind, second);
+    let resumed = study(&db, kind);
+    let whole = study(&temp_db(&format!("{kind}-whole")), kind);
+    whole.optimize(first + second, objective).unwrap();
+    let (r, w) = (params(&resumed), params(&whole));
+    assert_eq!(r.len(), first + second, "{kind}");
+    assert_eq!(
+        r, w,
+        "{kind}: the second process did not continue the first's search"
+    );
+    resumed
+}
+
 #[test]
 fn qmc_and_cmaes_resumed_in_new_processes_continue_the_search() {
     for kind in ["qmc", "cmaes", "cmawm"] {
-        let db = temp_db(kind);
-        run_worker(&db, kind, 40);
-        run_worker(&db, kind, 40);
-        let resumed = study(&db, kind);
-        let whole_db = temp_db(&format!("{kind}-whole"));
-        let whole = study(&whole_db, kind);
-        whole.optimize(80, objective).unwrap();
-        let (r, w) = (params(&resumed), params(&whole));
-        assert_eq!(r.len(), 80, "{kind}");
-        assert_eq!(
-            r, w,
-            "{kind}: the second process did not continue the first's search"
-        );
+        assert_resumes(kind, 40, 40);
     }
 }
 
 #[test]
 fn gp_resumed_in_a_new_process_continues_the_search() {
-    let db = temp_db("gp");
-    run_worker(&db, "gp", 14);
-    run_worker(&db, "gp", 14);
-    let resumed = study(&db, "gp");
-    let whole_db = temp_db("gp-whole");
-    let whole = study(&whole_db, "gp");
-    whole.optimize(28, objective).unwrap();
-    let (r, w) = (params(&resumed), params(&whole));
-    assert_eq!(r.len(), 28);
-    assert_eq!(
-        r, w,
-        "the second process did not continue the first's search"
-    );
+    assert_resumes("gp", 14, 14);
 }
 
 #[test]
 fn auto_resumed_in_a_new_process_continues_past_its_switch() {
     // The first process runs the GP's 12 trials and CMA-ES's first 4; the
     // second restores CMA-ES's warm-started state from the study.
-    let db = temp_db("auto");
-    run_worker(&db, "auto", 16);
-    run_worker(&db, "auto", 24);
-    let resumed = study(&db, "auto");
-    let whole_db = temp_db("auto-whole");
-    let whole = study(&whole_db, "auto");
-    whole.optimize(40, objective).unwrap();
-    let trials = resumed.trials().unwrap();
+    let trials = assert_resumes("auto", 16, 24).trials().unwrap();
     assert_eq!(trials[11].system_attrs["auto:sampler"], "gp");
     assert_eq!(trials[12].system_attrs["auto:sampler"], "cma_es");
     assert_eq!(trials[39].system_attrs["auto:sampler"], "cma_es");
-    let (r, w) = (params(&resumed), params(&whole));
-    assert_eq!(r.len(), 40);
-    assert_eq!(
-        r, w,
-        "the second process did not continue the first's search"
-    );
 }
