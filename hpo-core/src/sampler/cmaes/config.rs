@@ -113,17 +113,10 @@ impl CmaEsConfig {
                     .into(),
             );
         }
-        if self.warm_start_from_study && self.separable {
-            return bad(
-                "CMA-ES `warm_start_from_study` needs the full covariance: turn off `separable`"
-                    .into(),
-            );
-        }
-        if self.warm_start_from_study && self.sigma0.is_some() {
-            return bad(
-                "CMA-ES `warm_start_from_study` sets the step size itself: leave `sigma0` unset"
-                    .into(),
-            );
+        if self.warm_start_from_study {
+            if let Some(m) = self.warm_start_conflict("CMA-ES `warm_start_from_study`") {
+                return bad(m);
+            }
         }
         if self.separable && self.with_margin {
             return bad(
@@ -132,6 +125,23 @@ impl CmaEsConfig {
             );
         }
         Ok(())
+    }
+
+    /// Why a warm start (`what`, for the message) cannot work with these
+    /// settings, if it cannot: it sets the covariance and the step size
+    /// itself, as in Optuna.
+    pub(super) fn warm_start_conflict(&self, what: &str) -> Option<String> {
+        if self.separable {
+            return Some(format!(
+                "{what} needs the full covariance: turn off `separable`"
+            ));
+        }
+        if self.sigma0.is_some() {
+            return Some(format!(
+                "{what} sets the step size itself: leave `sigma0` unset"
+            ));
+        }
+        None
     }
 }
 

@@ -135,15 +135,8 @@ impl CmaEsSampler {
         mut self,
         trials: impl IntoIterator<Item = FrozenTrial>,
     ) -> Result<Self> {
-        if self.config.separable {
-            return Err(Error::InvalidConfig(
-                "a CMA-ES warm start needs the full covariance: turn off `separable`".into(),
-            ));
-        }
-        if self.config.sigma0.is_some() {
-            return Err(Error::InvalidConfig(
-                "a CMA-ES warm start sets the step size itself: leave `sigma0` unset".into(),
-            ));
+        if let Some(m) = self.config.warm_start_conflict("a CMA-ES warm start") {
+            return Err(Error::InvalidConfig(m));
         }
         self.source = trials
             .into_iter()
