@@ -12,9 +12,15 @@ CATEGORICAL = json.dumps({"name": "CategoricalDistribution",
                           "attributes": {"choices": [16, 32, 64]}})
 
 
-def study_db(path, trials):
+BACKBONE = json.dumps({"name": "CategoricalDistribution",
+                       "attributes": {"choices": ["Light", "Heavy"]}})
+
+
+def study_db(path, trials, user=None, backbone=None):
     """An Optuna-schema SQLite file with the tables summary.py reads;
-    `trials` is a list of (number, state, system attrs, batch_size)."""
+    `trials` is a list of (number, state, system attrs, batch_size);
+    `user` and `backbone` map a trial's number to its user attributes and
+    its backbone."""
     con = sqlite3.connect(path)
     con.executescript("""
         CREATE TABLE trials (trial_id INTEGER PRIMARY KEY, number INTEGER, state TEXT,
@@ -38,6 +44,12 @@ def study_db(path, trials):
                     (tid, "batch_size", [16, 32, 64].index(batch), CATEGORICAL))
         con.execute("INSERT INTO trial_params VALUES (?, ?, ?, ?)",
                     (tid, "grad_accum", 1, json.dumps({"name": "IntDistribution"})))
+        for k, v in (user or {}).get(number, {}).items():
+            con.execute("INSERT INTO trial_user_attributes VALUES (?, ?, ?)",
+                        (tid, k, json.dumps(v)))
+        if backbone and number in backbone:
+            con.execute("INSERT INTO trial_params VALUES (?, ?, ?, ?)",
+                        (tid, "backbone", ["Light", "Heavy"].index(backbone[number]), BACKBONE))
     con.commit()
     con.close()
 
@@ -83,6 +95,43 @@ class ForcedOom(unittest.TestCase):
             got = summary.oom_step(work)
         self.assertFalse(got["forced_oom_recovered"], got)
         self.assertFalse(got["study_went_on"])
+
+
+GIB = 1 << 30
+
+
+class Peaks(unittest.TestCase):
+    def run_peaks(self, system, with_prediction):
+        user = {n: {"peak_device_bytes": m, "nvml_process_peak_bytes": m + GIB // 2}
+                for n, m in ((0, 4 * GIB), (1, 3 * GIB), (2, 6 * GIB))}
+        sys_attrs = []
+        for n, (micro, estimate, predicted) in enumerate(system):
+            attrs = {"hpo:micro_batch": micro, "hpo:estimate_bytes": estimate}
+            if with_prediction:
+                attrs["hpo:predicted_bytes"] = predicted
+            sys_attrs.append((n, "COMPLETE", attrs, 16))
+        with tempfile.TemporaryDirectory() as work:
+            study_db(os.path.join(work, "jobs_2.db"), sys_attrs, user=user,
+                     backbone={0: "Light", 1: "Light", 2: "Light"})
+            return summary.peaks(work)
+
+    def test_the_executors_recorded_prediction_is_the_figure(self):
+        got = self.run_peaks([(16, 4 * GIB, 4.5 * GIB), (32, 3 * GIB, 2 * GIB),
+                              (16, 6 * GIB, 6.5 * GIB)], with_prediction=True)
+        self.assertEqual(got["prediction_source"], "executor")
+        self.assertEqual(got["corrected_within_15pct_of_nvml"], (2, 3))
+        self.assertAlmostEqual(got["trials"][1]["corrected_vs_nvml"], 2 / 3.5 - 1)
+
+    def test_without_it_the_executors_rule_is_replayed(self):
+        # Trial 0 (micro 16) measures 2x its estimate; trial 1 (micro 32, a
+        # micro-batch not yet measured) is predicted with the family's 2x;
+        # trial 2 (micro 16 again) with micro 16's own 2x, not trial 1's 3x.
+        got = self.run_peaks([(16, 2 * GIB, None), (32, 1 * GIB, None),
+                              (16, 3 * GIB, None)], with_prediction=False)
+        self.assertEqual(got["prediction_source"], "replay")
+        ctx = summary.CUDA_CONTEXT_BYTES
+        predicted = [r["predicted"] for r in got["trials"]]
+        self.assertEqual(predicted, [2 * GIB + ctx, 2 * GIB + ctx, 6 * GIB + ctx])
 
 
 class Profile(unittest.TestCase):

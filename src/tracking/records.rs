@@ -5,7 +5,7 @@ use super::rest::{Batch, Metric};
 use crate::cli::{state_label, Summary};
 use crate::executor::{
     ACCUMULATION_ATTR, DEVICE_ATTR, ESTIMATE_BYTES_ATTR, MICRO_BATCH_ATTR, OOM_RETRIES_ATTR,
-    PEAK_BYTES_ATTR, PEAK_RSS_ATTR, RESERVED_BYTES_ATTR,
+    PEAK_BYTES_ATTR, PEAK_RSS_ATTR, PREDICTED_BYTES_ATTR, RESERVED_BYTES_ATTR,
 };
 use crate::{FrozenTrial, TrialState};
 use std::sync::Arc;
@@ -121,6 +121,7 @@ pub(crate) fn trial_batch(t: &FrozenTrial) -> Batch {
         (PEAK_RSS_ATTR, "peak_rss_bytes"),
         (ESTIMATE_BYTES_ATTR, "estimate_bytes"),
         (RESERVED_BYTES_ATTR, "reserved_bytes"),
+        (PREDICTED_BYTES_ATTR, "predicted_bytes"),
     ] {
         if let Some(v) = t.system_attrs.get(attr).and_then(|v| v.as_f64()) {
             metrics.push(point(name, v, 0));

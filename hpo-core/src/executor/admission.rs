@@ -117,6 +117,10 @@ pub struct Launch<K> {
     pub estimate: u64,
     /// Bytes reserved on the device (corrected estimate with margin, plus context).
     pub reserved: u64,
+    /// The executor's prediction of the trial's footprint on the device:
+    /// the corrected estimate before the safety margin, plus the process
+    /// context (what a driver's per-process figure, NVML's, should read).
+    pub predicted: u64,
     /// Whether the batch was shrunk to fit alone.
     pub shrunk: bool,
 }
@@ -158,6 +162,7 @@ struct Running {
     device: usize,
     reserved: u64,
     family: String,
+    micro: u32,
     estimate: u64,
 }
 
@@ -260,15 +265,28 @@ impl<K: Clone + Eq + Hash> Scheduler<K> {
         (bytes as u64).saturating_add(context)
     }
 
+    /// [`Launch::predicted`]: `estimate` corrected, without the margin,
+    /// plus device `device`'s process context.
+    fn predicted(&self, family: &str, batch: Batch, estimate: u64, device: usize) -> u64 {
+        let factor = if self.policy.learn {
+            self.factor(family, batch)
+        } else {
+            1.0
+        };
+        let context = self.devices.budget(device).map_or(0, |b| b.context);
+        ((estimate as f64 * factor).ceil() as u64).saturating_add(context)
+    }
+
     /// The learned factor of `family` run at `batch`: its
     /// [`correction_family`]'s, which for a recomputing run is the model's
-    /// own until one of its recomputing runs has taught it something.
+    /// own until one of its recomputing runs has taught it something, at
+    /// `batch`'s micro-batch ([`Correction::factor_at`]).
     fn factor(&self, family: &str, batch: Batch) -> f64 {
         let learned = correction_family(family, batch);
         if self.correction.knows(&learned) {
-            self.correction.factor(&learned)
+            self.correction.factor_at(&learned, batch.micro)
         } else {
-            self.correction.factor(family)
+            self.correction.factor_at(family, batch.micro)
         }
     }
 
@@ -357,6 +375,7 @@ impl<K: Clone + Eq + Hash> Scheduler<K> {
         let q = self.queue.remove(i)?;
         let c = q.candidate;
         let (batch, estimate) = *c.ladder.get(rung)?;
+        let predicted = self.predicted(&c.family, batch, estimate, device);
         self.devices.reserve(device, reserved);
         if let Some(p) = self.peak_reserved.get_mut(device) {
             *p = (*p).max(self.devices.reserved(device));
@@ -367,6 +386,7 @@ impl<K: Clone + Eq + Hash> Scheduler<K> {
                 device,
                 reserved,
                 family: correction_family(&c.family, batch).into_owned(),
+                micro: batch.micro,
                 estimate,
             },
         );
@@ -376,6 +396,7 @@ impl<K: Clone + Eq + Hash> Scheduler<K> {
             batch,
             estimate,
             reserved,
+            predicted,
             shrunk: rung > 0,
         }))
     }
@@ -391,7 +412,8 @@ impl<K: Clone + Eq + Hash> Scheduler<K> {
             if end.oom {
                 self.correction.observe_oom(&r.family);
             } else if let Some(m) = end.measured {
-                self.correction.observe(&r.family, r.estimate, m);
+                self.correction
+                    .observe_at(&r.family, r.micro, r.estimate, m);
             }
         }
         self.devices.record(r.device, end.device_fault.as_deref())
@@ -506,6 +528,44 @@ mod tests {
         let ratio = 3.0 * GIB as f64 / (4 * (GIB / 3)) as f64;
         assert!((s.correction().factor("f +recompute") - ratio).abs() < 1e-9);
         assert_eq!(s.correction().factor("f"), 1.0);
+    }
+
+    /// The prediction a launch records is the corrected estimate without
+    /// the margin, plus the context; the reservation has the margin. Each
+    /// micro-batch of a family learns its own factor.
+    #[test]
+    fn a_launch_predicts_without_the_margin_and_learns_per_micro_batch() {
+        let mut s = Scheduler::new(
+            vec![DeviceBudget::new("sim", 100 * GIB, 0, GIB)],
+            AdmissionPolicy {
+                safety_margin: 0.5,
+                queue: QueuePolicy::Fifo,
+                ..Default::default()
+            },
+        );
+        let run = |s: &mut Scheduler<u32>, key: u32, micro: u32, measured: Option<u64>| {
+            s.push(Candidate::new(key, "f", Batch::new(micro, 1), micro, |b| {
+                u64::from(b.micro) * GIB
+            }));
+            let l = launched(s.decide());
+            s.end(
+                &key,
+                &TrialEnd {
+                    measured,
+                    ..Default::default()
+                },
+            );
+            l
+        };
+        let first = run(&mut s, 0, 4, Some(8 * GIB));
+        assert_eq!((first.predicted, first.reserved), (5 * GIB, 7 * GIB));
+        // Micro-batch 8 has no measurement: the family's factor 2.
+        let second = run(&mut s, 1, 8, Some(12 * GIB));
+        assert_eq!(second.predicted, 17 * GIB);
+        assert_eq!(second.reserved, 8 * 2 * GIB * 3 / 2 + GIB);
+        // Each now has its own: 2 at 4, 1.5 at 8.
+        assert_eq!(run(&mut s, 2, 4, None).predicted, 9 * GIB);
+        assert_eq!(run(&mut s, 3, 8, None).predicted, 13 * GIB);
     }
 
     #[test]

@@ -24,8 +24,8 @@ use super::worker::{self, Assignment, ORPHAN_STATUS, STORAGE_FAILURE_STATUS, WOR
 use super::{
     batch_of, fit_options, is_oom_text, smaller_option, Batch, MemoryEstimator, ACCUMULATION_ATTR,
     DEVICE_ATTR, ESTIMATE_BYTES_ATTR, EXIT_ATTR, MICRO_BATCH_ATTR, NOT_STARTED_REASON,
-    OOM_RETRIES_ATTR, PEAK_BYTES_ATTR, PEAK_RSS_ATTR, RECOMPUTE_ATTR, RESERVED_BYTES_ATTR,
-    STDERR_ATTR,
+    OOM_RETRIES_ATTR, PEAK_BYTES_ATTR, PEAK_RSS_ATTR, PREDICTED_BYTES_ATTR, RECOMPUTE_ATTR,
+    RESERVED_BYTES_ATTR, STDERR_ATTR,
 };
 use crate::distribution::ParamValue;
 use crate::error::{Error, Result};
@@ -61,7 +61,7 @@ const STOP_KILL_GRACE: Duration = Duration::from_secs(5);
 
 /// System attributes of one attempt that an interrupted trial's retry copy
 /// leaves out: where and how that attempt ran.
-const ATTEMPT_ATTRS: [&str; 7] = [
+const ATTEMPT_ATTRS: [&str; 8] = [
     EXIT_ATTR,
     STDERR_ATTR,
     PEAK_BYTES_ATTR,
@@ -69,6 +69,7 @@ const ATTEMPT_ATTRS: [&str; 7] = [
     DEVICE_ATTR,
     ESTIMATE_BYTES_ATTR,
     RESERVED_BYTES_ATTR,
+    PREDICTED_BYTES_ATTR,
 ];
 
 /// Settings of the process executor, given to
@@ -719,6 +720,7 @@ impl Coordinator<'_> {
         h.trial.set_system_attr(DEVICE_ATTR, l.device)?;
         h.trial.set_system_attr(ESTIMATE_BYTES_ATTR, l.estimate)?;
         h.trial.set_system_attr(RESERVED_BYTES_ATTR, l.reserved)?;
+        h.trial.set_system_attr(PREDICTED_BYTES_ATTR, l.predicted)?;
         // What the estimator did not suggest of the trial's joint sample,
         // for the worker to suggest from.
         h.trial.record_relative_sample()?;

@@ -10,13 +10,38 @@
 //! trial's true peak was higher than admitted, by an unknown amount), so a
 //! family with no measurements yet still stops repeating its OOMs. The
 //! scheduler multiplies by `1 + margin` on top of the factor.
+//!
+//! Ratios are also kept per micro-batch ([`Correction::observe_at`],
+//! [`Correction::factor_at`]): the analytic estimate is a fixed part
+//! (weights, gradients, moments) plus activations that grow with the
+//! micro-batch, and what it misses of each differs, so the ratio moves with
+//! the micro-batch. On an NVIDIA H200 (burn-cuda 0.21, f32, BERT-base from
+//! scratch; `bench/results/gpu_check.json`) it was 1.15-1.23 at micro-batch
+//! 16, 1.02-1.08 at 32 and 0.84 at 64 over the same family: one factor per
+//! family either over-reserves the large micro-batches or under-reserves
+//! the small ones. A micro-batch the family has measured uses its own ratios;
+//! one it has not falls back to the family's.
 
 use std::collections::{HashMap, VecDeque};
 
 #[derive(Debug, Clone, Default)]
 struct Family {
     ratios: VecDeque<f64>,
+    by_micro: HashMap<u32, VecDeque<f64>>,
     oom_boost: f64,
+}
+
+/// Appends `ratio` to `window`, forgetting the oldest past [`Correction::WINDOW`].
+fn push(window: &mut VecDeque<f64>, ratio: f64) {
+    window.push_back(ratio);
+    if window.len() > Correction::WINDOW {
+        window.pop_front();
+    }
+}
+
+/// The largest ratio of `window`, or `None` when it is empty.
+fn largest(window: &VecDeque<f64>) -> Option<f64> {
+    window.iter().copied().reduce(f64::max)
 }
 
 /// Per-family correction of memory estimates, fitted from finished trials.
@@ -25,8 +50,18 @@ pub struct Correction {
     families: HashMap<String, Family>,
 }
 
+impl Family {
+    fn boost(&self) -> f64 {
+        if self.oom_boost > 0.0 {
+            self.oom_boost
+        } else {
+            1.0
+        }
+    }
+}
+
 impl Correction {
-    /// Ratios kept per family.
+    /// Ratios kept per family (and per micro-batch of a family).
     pub const WINDOW: usize = 32;
     /// Factor by which an OOM raises its family's correction.
     pub const OOM_STEP: f64 = 1.15;
@@ -42,6 +77,16 @@ impl Correction {
     /// whose measured peak was `measured` bytes. Zero or non-finite ratios
     /// are ignored.
     pub fn observe(&mut self, family: &str, estimate: u64, measured: u64) {
+        self.learn(family, None, estimate, measured);
+    }
+
+    /// [`Correction::observe`] for a trial run at micro-batch `micro`: the
+    /// ratio counts for the family and for that micro-batch of it.
+    pub fn observe_at(&mut self, family: &str, micro: u32, estimate: u64, measured: u64) {
+        self.learn(family, Some(micro), estimate, measured);
+    }
+
+    fn learn(&mut self, family: &str, micro: Option<u32>, estimate: u64, measured: u64) {
         if estimate == 0 || measured == 0 {
             return;
         }
@@ -50,9 +95,9 @@ impl Correction {
             return;
         }
         let f = self.families.entry(family.to_owned()).or_default();
-        f.ratios.push_back(ratio);
-        if f.ratios.len() > Self::WINDOW {
-            f.ratios.pop_front();
+        push(&mut f.ratios, ratio);
+        if let Some(m) = micro {
+            push(f.by_micro.entry(m).or_default(), ratio);
         }
         // A measurement supersedes the guesswork of earlier OOMs, unless the
         // measurement itself is above what was admitted.
@@ -71,10 +116,24 @@ impl Correction {
         let Some(f) = self.families.get(family) else {
             return 1.0;
         };
-        let fitted = f.ratios.iter().copied().fold(f64::NAN, f64::max);
-        let fitted = if fitted.is_nan() { 1.0 } else { fitted };
-        let boost = if f.oom_boost > 0.0 { f.oom_boost } else { 1.0 };
-        fitted * boost
+        largest(&f.ratios).unwrap_or(1.0) * f.boost()
+    }
+
+    /// The factor an estimate of `family` at micro-batch `micro` is
+    /// multiplied by: the largest recent ratio measured at that micro-batch,
+    /// or the family's [`Correction::factor`] when none was; an OOM's boost
+    /// on top either way.
+    pub fn factor_at(&self, family: &str, micro: u32) -> f64 {
+        let Some(f) = self.families.get(family) else {
+            return 1.0;
+        };
+        let fitted = f
+            .by_micro
+            .get(&micro)
+            .and_then(largest)
+            .or_else(|| largest(&f.ratios))
+            .unwrap_or(1.0);
+        fitted * f.boost()
     }
 
     /// Whether anything was learned of `family` (a measurement or an OOM).
@@ -113,6 +172,28 @@ mod tests {
             c.observe_oom("x");
         }
         assert!(c.factor("x") <= 0.9 * Correction::MAX_BOOST + 1e-9);
+    }
+
+    /// The H200's pattern: one family, its ratio falling with the
+    /// micro-batch. Each measured micro-batch gets its own factor; an
+    /// unmeasured one the family's, which covers every ratio seen.
+    #[test]
+    fn each_measured_micro_batch_gets_its_own_factor() {
+        let mut c = Correction::new();
+        c.observe_at("base", 16, 100, 120);
+        c.observe_at("base", 32, 100, 105);
+        c.observe_at("base", 64, 100, 84);
+        assert!((c.factor_at("base", 16) - 1.20).abs() < 1e-9);
+        assert!((c.factor_at("base", 32) - 1.05).abs() < 1e-9);
+        assert!((c.factor_at("base", 64) - 0.84).abs() < 1e-9);
+        assert!((c.factor_at("base", 8) - 1.20).abs() < 1e-9);
+        assert!((c.factor("base") - 1.20).abs() < 1e-9);
+        // An OOM raises every micro-batch's factor until a measurement.
+        c.observe_oom("base");
+        assert!((c.factor_at("base", 64) - 0.84 * 1.15).abs() < 1e-9);
+        c.observe_at("base", 64, 100, 86);
+        assert!((c.factor_at("base", 64) - 0.86).abs() < 1e-9);
+        assert_eq!(c.factor_at("large", 16), 1.0);
     }
 
     #[test]

@@ -24,9 +24,10 @@
 //!   configuration that cannot fit alone (micro-batch halved, accumulation
 //!   doubled: the same effective batch) and records one that still cannot
 //!   fit as Infeasible without launching it. Queue order: [`QueuePolicy`].
-//! * [`Correction`]: a per-family factor from estimate to measured peak,
-//!   fitted from finished trials, so a systematic under-estimate stops
-//!   causing OOMs after a few trials.
+//! * [`Correction`]: a per-family factor from estimate to measured peak
+//!   (and one per micro-batch of the family, once measured), fitted from
+//!   finished trials, so a systematic under-estimate stops causing OOMs
+//!   after a few trials.
 //! * [`DeviceSet`]: one budget per device, best-fit placement, and a device
 //!   that keeps failing taken out of rotation with a logged reason.
 //! * `relaunch`: an OOM (from the error, the panic text or a worker that died
@@ -138,6 +139,11 @@ pub const PEAK_RSS_ATTR: &str = "hpo:peak_rss_bytes";
 pub const ESTIMATE_BYTES_ATTR: &str = "hpo:estimate_bytes";
 /// System attribute: the memory reserved for the trial at admission (corrected, with margin and context), in bytes.
 pub const RESERVED_BYTES_ATTR: &str = "hpo:reserved_bytes";
+/// System attribute: the executor's prediction of the trial's device
+/// footprint at admission (the corrected estimate before the safety margin,
+/// plus the process context; [`Launch::predicted`]), in bytes: what the
+/// driver's per-process figure is compared with.
+pub const PREDICTED_BYTES_ATTR: &str = "hpo:predicted_bytes";
 /// System attribute: the device index the trial ran on.
 pub const DEVICE_ATTR: &str = "hpo:device";
 /// System attribute: how the worker process ended when it died without telling its trial.

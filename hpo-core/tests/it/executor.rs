@@ -673,6 +673,11 @@ fn executor_real_workers_run_in_parallel_within_the_budget() {
             .as_u64()
             .unwrap();
         assert!(reserved > GIB && reserved < 3 * GIB / 2, "{reserved}");
+        // The prediction is the reservation without the margin.
+        let predicted = t.system_attrs[executor::PREDICTED_BYTES_ATTR]
+            .as_u64()
+            .unwrap();
+        assert!(predicted >= GIB && predicted < reserved, "{predicted}");
     }
     edges.sort();
     let mut running = 0;
@@ -1407,4 +1412,103 @@ fn executor_placement_across_two_simulated_devices() {
     assert!(r.retired_devices.is_empty());
     assert_eq!(r.device_failed, 20);
     assert_eq!(r.lost, 0);
+}
+
+/// One trial the GPU check ran, as `tests/data/gpu_peaks.json` keeps it.
+#[derive(serde::Deserialize)]
+struct DevicePeak {
+    study: String,
+    backbone: String,
+    micro_batch: u32,
+    estimate: u64,
+    measured: u64,
+    nvml: u64,
+}
+
+/// The executor's predictions for the trials the GPU check ran, replayed in
+/// the order they ran, each study with a fresh scheduler (as each `criteria`
+/// run has): for each trial, its prediction against NVML's per-process peak,
+/// `predicted / nvml - 1`. `keyed` is the executor's rule (a factor per
+/// micro-batch, [`executor::Correction::factor_at`]); without it, the
+/// family's factor alone ([`executor::Correction::factor`]), the rule before.
+fn replay_device_peaks(trials: &[DevicePeak], keyed: bool) -> Vec<f64> {
+    // hpo_burn::CUDA_CONTEXT_BYTES, which hpo-core does not depend on.
+    const CONTEXT: u64 = 560_000_000;
+    let fresh = || {
+        executor::Scheduler::new(
+            vec![executor::DeviceBudget::new("gpu", 1 << 40, 0, CONTEXT)],
+            AdmissionPolicy::default(),
+        )
+    };
+    let mut errors = Vec::new();
+    let (mut sched, mut family_only, mut study) = (fresh(), executor::Correction::new(), "");
+    for (key, t) in trials.iter().enumerate() {
+        if t.study != study {
+            (sched, family_only, study) = (fresh(), executor::Correction::new(), &t.study);
+        }
+        let batch = Batch::new(t.micro_batch, 1);
+        sched.push(executor::Candidate::new(
+            key,
+            t.backbone.clone(),
+            batch,
+            t.micro_batch,
+            |_| t.estimate,
+        ));
+        let Some(executor::Step::Launch(l)) = sched.decide() else {
+            panic!("trial {key} was not launched");
+        };
+        assert_eq!((l.batch, l.estimate), (batch, t.estimate));
+        let predicted = if keyed {
+            l.predicted
+        } else {
+            (t.estimate as f64 * family_only.factor(&t.backbone)).ceil() as u64 + CONTEXT
+        };
+        errors.push(predicted as f64 / t.nvml as f64 - 1.0);
+        sched.end(
+            &key,
+            &executor::TrialEnd {
+                measured: Some(t.measured),
+                ..Default::default()
+            },
+        );
+        family_only.observe(&t.backbone, t.estimate, t.measured);
+    }
+    errors
+}
+
+/// Issue 34, item 4, replayed on what two GPUs did: the executor's
+/// prediction (corrected, before the margin) within 15% of NVML's figure.
+/// On the H200 the ratio measured/estimate fell with the micro-batch
+/// (1.15-1.23 at 16, 1.02-1.08 at 32, 0.84 at 64), so one factor per
+/// backbone over-reserved the large micro-batches; a factor per micro-batch
+/// brings 2 more of 21 within 15% there, and costs none on the H100.
+#[test]
+fn executor_predictions_replayed_on_the_gpu_checks_peaks() {
+    #[derive(serde::Deserialize)]
+    struct Run {
+        trials: Vec<DevicePeak>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Fixture {
+        runs: BTreeMap<String, Run>,
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/gpu_peaks.json");
+    let fixture: Fixture = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let within = |errors: &[f64]| errors.iter().filter(|e| e.abs() <= 0.15).count();
+    let mut counts = BTreeMap::new();
+    for (name, run) in &fixture.runs {
+        let keyed = replay_device_peaks(&run.trials, true);
+        let family = replay_device_peaks(&run.trials, false);
+        assert_eq!(keyed.len(), run.trials.len());
+        assert!(
+            within(&keyed) >= within(&family),
+            "{name}: {keyed:?} {family:?}"
+        );
+        counts.insert(
+            name.as_str(),
+            (within(&keyed), within(&family), keyed.len()),
+        );
+    }
+    assert_eq!(counts["h200_nov27_call1"], (14, 12, 21), "{counts:?}");
+    assert_eq!(counts["h100_call1"], (21, 21, 23), "{counts:?}");
 }
