@@ -64,6 +64,12 @@ pub struct AutoConfig {
     /// The sampler before `gp_until` on a space with a categorical or
     /// conditional parameter.
     pub mixed: AutoMixed,
+    /// COMPLETE trials per parameter that a numeric, unconditional study
+    /// samples with CMA-ES started from the box's centre, before the GP
+    /// (default 1: a 10-parameter study's first 10 trials; 0: none). The
+    /// study's first trial, whose space is not known yet, is then CMA-ES's
+    /// too (sampled independently, as every sampler's first trial is).
+    pub cma_es_first: f64,
 }
 
 impl Default for AutoConfig {
@@ -73,6 +79,7 @@ impl Default for AutoConfig {
             gp_until: 50,
             late: AutoLate::CmaEs,
             mixed: AutoMixed::Tpe,
+            cma_es_first: 1.0,
         }
     }
 }
@@ -93,6 +100,8 @@ enum Choice {
     Gp,
     Tpe,
     CmaEs,
+    /// [`AutoConfig::cma_es_first`]'s CMA-ES, before the GP.
+    CmaEsFirst,
 }
 
 impl Choice {
@@ -101,6 +110,7 @@ impl Choice {
             Choice::Gp => "gp",
             Choice::Tpe => "tpe",
             Choice::CmaEs => "cma_es",
+            Choice::CmaEsFirst => "cma_es_first",
         }
     }
 
@@ -109,14 +119,25 @@ impl Choice {
             "gp" => Choice::Gp,
             "tpe" => Choice::Tpe,
             "cma_es" => Choice::CmaEs,
+            "cma_es_first" => Choice::CmaEsFirst,
             _ => return None,
         })
     }
 }
 
+/// The attribute prefix of [`AutoConfig::cma_es_first`]'s CMA-ES state, apart
+/// from the late CMA-ES's (Optuna's `cma:`), so the late one starts its own
+/// run, warm-started from every trial before it.
+const FIRST_CMA_PREFIX: &str = "auto_first_cma:";
+
 /// Chooses the sampler for each trial from the study's shape, as OptunaHub's
 /// `AutoSampler` does:
 ///
+/// * **CMA-ES from the box's centre** for the first
+///   [`AutoConfig::cma_es_first`] trials per parameter of a numeric,
+///   unconditional space (one per parameter by default): fewer than one
+///   generation, so in effect an opening of points drawn around the middle
+///   of every range, which the GP then models;
 /// * **GP** ([`GpSampler`]) while every parameter is numeric, every COMPLETE
 ///   trial has the same parameters (no conditional ones) and fewer than
 ///   [`AutoConfig::gp_until`] trials are COMPLETE: the expensive studies of
@@ -129,10 +150,11 @@ impl Choice {
 ///   [`AutoConfig::late`]: CMA-ES by default, started from the distribution
 ///   of the GP's best trials, or TPE.
 ///
-/// The threshold (50) and the late sampler were chosen on the sampler
-/// suite's tuning half at 25 to 300 trials; OptunaHub's (250, then CMA-ES
-/// from the box's centre) ranked worse there, as the book's Performance
-/// chapter records.
+/// The opening (one trial per parameter), the threshold (50) and the late
+/// sampler were chosen on the sampler suite's tuning half at 25 to 300
+/// trials; OptunaHub's rule (the GP from the first trial to 250, then
+/// CMA-ES from the box's centre) ranked worse there, as the book's
+/// Performance chapter records.
 ///
 /// The choice is a function of the history the trial starts with, and it is
 /// recorded on the trial ([`AUTO_CHOICE_ATTR`]), so a study resumed in
@@ -163,6 +185,7 @@ pub struct AutoSampler {
     gp: GpSampler,
     tpe: TpeSampler,
     cmaes: CmaEsSampler,
+    cmaes_first: CmaEsSampler,
 }
 
 impl Default for AutoSampler {
@@ -185,6 +208,12 @@ impl AutoSampler {
                     .into(),
             ));
         }
+        if !(config.cma_es_first.is_finite() && config.cma_es_first >= 0.0) {
+            return Err(Error::InvalidConfig(format!(
+                "auto sampler: `cma_es_first` must be a finite number of trials per parameter, at least 0 (got {})",
+                config.cma_es_first
+            )));
+        }
         Ok(Self::build(config))
     }
 
@@ -199,6 +228,12 @@ impl AutoSampler {
                 ..CmaEsConfig::default()
             })
             .unwrap_or_else(|_| CmaEsSampler::new()),
+            cmaes_first: CmaEsSampler::with_config(CmaEsConfig {
+                seed: Some(seed),
+                ..CmaEsConfig::default()
+            })
+            .unwrap_or_else(|_| CmaEsSampler::new())
+            .keyed(FIRST_CMA_PREFIX),
             config,
             seed,
         }
@@ -216,7 +251,11 @@ impl AutoSampler {
         }
         let mut complete = study.trials_in(&[TrialState::Complete]).peekable();
         let Some(first) = complete.peek() else {
-            return Choice::Gp;
+            return if self.config.cma_es_first > 0.0 {
+                Choice::CmaEsFirst
+            } else {
+                Choice::Gp
+            };
         };
         let space: BTreeMap<String, Distribution> = first.distributions.clone();
         let mut n = 0usize;
@@ -244,8 +283,10 @@ impl AutoSampler {
                 AutoLate::CmaEs => Choice::CmaEs,
             };
         }
+        let first_trials = (self.config.cma_es_first * space.len() as f64).ceil();
         match (mixed, self.config.mixed) {
             (true, AutoMixed::Tpe) => Choice::Tpe,
+            (false, _) if (n as f64) < first_trials => Choice::CmaEsFirst,
             _ => Choice::Gp,
         }
     }
@@ -255,6 +296,7 @@ impl AutoSampler {
             Choice::Gp => &self.gp,
             Choice::Tpe => &self.tpe,
             Choice::CmaEs => &self.cmaes,
+            Choice::CmaEsFirst => &self.cmaes_first,
         }
     }
 
@@ -350,7 +392,21 @@ mod tests {
             .map(|i| complete(i, &[("x", x.clone(), 0.5)]))
             .collect();
         assert_eq!(s.choose(&StudyView::new("s", &dirs, &numeric)), Choice::Gp);
-        assert_eq!(s.choose(&StudyView::new("s", &dirs, &[])), Choice::Gp);
+        // The default opening: CMA-ES for the first trial of a one-parameter
+        // space (its space unknown), none with `cma_es_first` 0.
+        assert_eq!(
+            s.choose(&StudyView::new("s", &dirs, &[])),
+            Choice::CmaEsFirst
+        );
+        let no_opening = AutoSampler::with_config(AutoConfig {
+            cma_es_first: 0.0,
+            ..AutoConfig::seeded(1)
+        })
+        .unwrap();
+        assert_eq!(
+            no_opening.choose(&StudyView::new("s", &dirs, &[])),
+            Choice::Gp
+        );
         let many: Vec<_> = (0..5)
             .map(|i| complete(i, &[("x", x.clone(), 0.5)]))
             .collect();
@@ -419,5 +475,62 @@ mod tests {
             ..AutoConfig::default()
         })
         .is_err());
+    }
+
+    #[test]
+    fn cma_es_opens_a_numeric_study_for_its_trials_per_parameter() {
+        let x: Distribution = FloatDistribution::new(0.0, 1.0).unwrap().into();
+        let c: Distribution = CategoricalDistribution::new(["a", "b"]).unwrap().into();
+        let s = AutoSampler::with_config(AutoConfig {
+            gp_until: 8,
+            cma_es_first: 1.5,
+            ..AutoConfig::seeded(1)
+        })
+        .unwrap();
+        let dirs = [Direction::Minimize];
+        let two = |n: u64| -> Vec<_> {
+            (0..n)
+                .map(|i| complete(i, &[("x", x.clone(), 0.5), ("y", x.clone(), 0.5)]))
+                .collect()
+        };
+        // No trial yet: the space is unknown, CMA-ES's first trial.
+        assert_eq!(
+            s.choose(&StudyView::new("s", &dirs, &[])),
+            Choice::CmaEsFirst
+        );
+        // 1.5 per parameter of two: the first 3 trials.
+        let choices: Vec<Choice> = [1, 2, 3, 7, 8]
+            .iter()
+            .map(|&n| s.choose(&StudyView::new("s", &dirs, &two(n))))
+            .collect();
+        assert_eq!(
+            choices,
+            [
+                Choice::CmaEsFirst,
+                Choice::CmaEsFirst,
+                Choice::Gp,
+                Choice::Gp,
+                Choice::CmaEs
+            ]
+        );
+        // A categorical space gets TPE as before.
+        let cat: Vec<_> = (0..2)
+            .map(|i| complete(i, &[("x", x.clone(), 0.5), ("c", c.clone(), 0.0)]))
+            .collect();
+        assert_eq!(s.choose(&StudyView::new("s", &dirs, &cat)), Choice::Tpe);
+        // The choice survives a round trip through its name.
+        assert_eq!(
+            Choice::parse(Choice::CmaEsFirst.as_str()),
+            Some(Choice::CmaEsFirst)
+        );
+        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+            let e = AutoSampler::with_config(AutoConfig {
+                cma_es_first: bad,
+                ..AutoConfig::default()
+            })
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains("`cma_es_first`"), "{e}");
+        }
     }
 }

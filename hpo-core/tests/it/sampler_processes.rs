@@ -35,11 +35,13 @@ fn sampler(kind: &str) -> Arc<dyn Sampler> {
             })
             .unwrap(),
         ),
-        // The GP for 12 trials, then CMA-ES warm-started from them.
+        // CMA-ES for 9 trials (3 per parameter), the GP to 12, then
+        // CMA-ES warm-started from them.
         "auto" => Arc::new(
             AutoSampler::with_config(AutoConfig {
                 gp_until: 12,
                 late: AutoLate::CmaEs,
+                cma_es_first: 3.0,
                 ..AutoConfig::seeded(21)
             })
             .unwrap(),
@@ -150,10 +152,29 @@ fn gp_resumed_in_a_new_process_continues_the_search() {
 
 #[test]
 fn auto_resumed_in_a_new_process_continues_past_its_switch() {
-    // The first process runs the GP's 12 trials and CMA-ES's first 4; the
-    // second restores CMA-ES's warm-started state from the study.
+    // The first process runs the first CMA-ES's 9 trials, the GP's 3 and the
+    // late CMA-ES's first 4; the second restores the late CMA-ES's
+    // warm-started state from the study.
     let trials = assert_resumes("auto", 16, 24).trials().unwrap();
-    assert_eq!(trials[11].system_attrs["auto:sampler"], "gp");
-    assert_eq!(trials[12].system_attrs["auto:sampler"], "cma_es");
-    assert_eq!(trials[39].system_attrs["auto:sampler"], "cma_es");
+    // (The first trial, with no space to model yet, is sampled
+    // independently and records no choice.)
+    let chosen: Vec<Option<&str>> = trials
+        .iter()
+        .map(|t| t.system_attrs.get("auto:sampler").and_then(|c| c.as_str()))
+        .collect();
+    let chosen: Vec<&str> = chosen.iter().map(|c| c.unwrap_or("none")).collect();
+    assert_eq!(chosen[0], "none");
+    assert!(
+        chosen[1..9].iter().all(|c| *c == "cma_es_first"),
+        "{chosen:?}"
+    );
+    assert!(chosen[9..12].iter().all(|c| *c == "gp"), "{chosen:?}");
+    assert!(chosen[12..].iter().all(|c| *c == "cma_es"), "{chosen:?}");
+    // The two CMA-ES runs keep their states apart: the late one starts at
+    // generation 0 under Optuna's keys, after the first one's generation 1.
+    assert_eq!(trials[8].system_attrs["auto_first_cma:generation"], 1);
+    assert!(!trials[8].system_attrs.contains_key("cma:generation"));
+    assert_eq!(trials[12].system_attrs["cma:generation"], 0);
+    // Stopped inside the first CMA-ES's generation, it resumes there too.
+    assert_resumes("auto", 5, 11);
 }

@@ -124,6 +124,14 @@ impl CmaEsSampler {
         }
     }
 
+    /// The same sampler keeping its state under `prefix` instead of
+    /// Optuna's keys, so that two CMA-ES runs of one study (AutoSampler's
+    /// early and late ones) do not continue each other.
+    pub(crate) fn keyed(mut self, prefix: &str) -> Self {
+        self.keys = Keys::new(prefix);
+        self
+    }
+
     /// Warm-starts CMA-ES (WS-CMA-ES, Nomura et al., 2021) from the best
     /// tenth of `trials`, typically another study's on a similar task: the
     /// initial mean and covariance are those of the good solutions found
