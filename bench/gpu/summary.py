@@ -263,6 +263,8 @@ def peaks(work):
                          "measured": m, "nvml_process": t["user"].get("nvml_process_peak_bytes"),
                          "estimate_admitted": t["system"].get("hpo:estimate_bytes"),
                          "estimate_fit": t["user"].get("estimated_peak_bytes"),
+                         "estimate_activations": t["user"].get("estimated_activation_bytes"),
+                         "sized_len": t["user"].get("sized_len"),
                          "reserved": t["system"].get("hpo:reserved_bytes"),
                          "predicted": t["system"].get("hpo:predicted_bytes")})
     for r in rows:

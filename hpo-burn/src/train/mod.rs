@@ -365,14 +365,20 @@ impl<B: AutodiffBackend> Trainer<B> {
             .map(EncodedExample::len)
             .max()
             .unwrap_or(1);
+        let sized_len = cfg.max_len.min(longest);
         let estimate = estimate_training_memory_with(
             &self.model_config,
             cfg.micro_batch,
-            cfg.max_len.min(longest),
+            sized_len,
             Precision::F32,
             cfg.recompute,
         );
         sink.record("estimated_peak_bytes", json!(estimate.total()))?;
+        // The estimate's part that grows with the micro-batch, and the
+        // length it was sized for: what a measured peak is fitted against
+        // beyond one ratio per model (the GPU check's summary reads them).
+        sink.record("estimated_activation_bytes", json!(estimate.activations))?;
+        sink.record("sized_len", json!(sized_len))?;
 
         let effective = cfg.effective_batch();
         let steps_per_epoch = data.train.len().div_ceil(effective);

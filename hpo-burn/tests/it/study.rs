@@ -131,6 +131,15 @@ fn a_trial_records_the_device_allocators_peak() {
         Some(3 * gib)
     );
     // The process's resident memory is recorded beside it, not instead.
+    // The estimate is recorded with its activation part and the length it
+    // was sized for.
+    let total = t.user_attrs["estimated_peak_bytes"].as_u64().unwrap();
+    let activations = t.user_attrs["estimated_activation_bytes"].as_u64().unwrap();
+    assert!(
+        activations > 0 && activations < total,
+        "{activations} of {total}"
+    );
+    assert!(t.user_attrs["sized_len"].as_u64().unwrap() > 0);
     let rss = t.user_attrs["peak_rss_bytes"].as_u64().unwrap();
     assert_ne!(rss, 3 * gib);
     // What the executor does with it: the ratio to the estimate is its
