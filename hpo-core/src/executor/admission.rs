@@ -256,11 +256,7 @@ impl<K: Clone + Eq + Hash> Scheduler<K> {
     /// Bytes a trial of `family` run at `batch`, estimated at `estimate`,
     /// needs on a device whose per-process context costs `context`.
     fn need(&self, family: &str, batch: Batch, estimate: u64, context: u64) -> u64 {
-        let factor = if self.policy.learn {
-            self.factor(family, batch)
-        } else {
-            1.0
-        };
+        let factor = self.applied_factor(family, batch);
         let bytes = (estimate as f64 * factor * (1.0 + self.policy.safety_margin.max(0.0))).ceil();
         (bytes as u64).saturating_add(context)
     }
@@ -268,13 +264,19 @@ impl<K: Clone + Eq + Hash> Scheduler<K> {
     /// [`Launch::predicted`]: `estimate` corrected, without the margin,
     /// plus device `device`'s process context.
     fn predicted(&self, family: &str, batch: Batch, estimate: u64, device: usize) -> u64 {
-        let factor = if self.policy.learn {
+        let factor = self.applied_factor(family, batch);
+        let context = self.devices.budget(device).map_or(0, |b| b.context);
+        ((estimate as f64 * factor).ceil() as u64).saturating_add(context)
+    }
+
+    /// The factor admission multiplies estimates by: the learned
+    /// [`Scheduler::factor`], or 1 when the policy does not learn.
+    fn applied_factor(&self, family: &str, batch: Batch) -> f64 {
+        if self.policy.learn {
             self.factor(family, batch)
         } else {
             1.0
-        };
-        let context = self.devices.budget(device).map_or(0, |b| b.context);
-        ((estimate as f64 * factor).ceil() as u64).saturating_add(context)
+        }
     }
 
     /// The learned factor of `family` run at `batch`: its

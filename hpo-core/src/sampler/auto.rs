@@ -223,17 +223,13 @@ impl AutoSampler {
             gp: GpSampler::seeded(seed),
             tpe: TpeSampler::seeded(seed),
             cmaes: CmaEsSampler::with_config(CmaEsConfig {
-                seed: Some(seed),
                 warm_start_from_study: true,
-                ..CmaEsConfig::default()
+                ..CmaEsConfig::seeded(seed)
             })
             .unwrap_or_else(|_| CmaEsSampler::new()),
-            cmaes_first: CmaEsSampler::with_config(CmaEsConfig {
-                seed: Some(seed),
-                ..CmaEsConfig::default()
-            })
-            .unwrap_or_else(|_| CmaEsSampler::new())
-            .keyed(FIRST_CMA_PREFIX),
+            cmaes_first: CmaEsSampler::with_config(CmaEsConfig::seeded(seed))
+                .unwrap_or_else(|_| CmaEsSampler::new())
+                .keyed(FIRST_CMA_PREFIX),
             config,
             seed,
         }
