@@ -10,6 +10,8 @@
 #   1. runtime: the CUDA runtime check as the machine is, then with CUDA_PATH
 #      and LD_LIBRARY_PATH set to what was found;
 #   2. tiny: one small from-scratch trial on cuda:0 in a worker process;
+#      share (2c): one small training in 1, 2 and 4 processes at once, each
+#      one's tokens/s (what sharing the device gives);
 #   3. bench: hpo-burn training tokens/s (BERT-base 32x512, BERT-large
 #      16x384; f32 and bf16; first each matrix product by hpo-burn's kernel
 #      table against burn's default kernel), the same f32 shapes trained
@@ -36,7 +38,7 @@
 # product kernel after failing with the table runs them with burn's) but not
 # the training benchmark, whose
 # per-step timings say where the time went. CHECK_STEPS (default
-# "tiny bench burn autotune torch profile oom jobs fused") runs a subset, for a second call after
+# "tiny share bench burn autotune torch profile oom jobs fused") runs a subset, for a second call after
 # a fix, or adds "steptime" (the executor's StepTime on the device: BERT-base
 # at micro-batches 8/16/32 x 512 and 32 x 512 recomputed); the runtime step always runs. Every step's limit is cut to what is
 # left of CHECK_DEADLINE seconds, so a call always ends with its summary.
@@ -51,7 +53,7 @@ WORK=$(mktemp -d /tmp/hpo-gpu-check.XXXXXX)
 LOGS=$WORK/logs
 mkdir -p "$LOGS"
 T0=$SECONDS
-CHECK_STEPS=" ${CHECK_STEPS:-tiny bench burn autotune torch profile oom jobs fused} "
+CHECK_STEPS=" ${CHECK_STEPS:-tiny share bench burn autotune torch profile oom jobs fused} "
 CHECK_DEADLINE=${CHECK_DEADLINE:-540}
 want() { [[ "$CHECK_STEPS" == *" $1 "* ]]; }
 tmo() {
@@ -95,6 +97,9 @@ finish() {
     python3 "$ROOT/bench/gpu/summary.py" "$LOGS" "$WORK" $DRY $BUDGET_GIB >"$LOGS/summary.log" 2>&1
     cp "$LOGS/gpu_check.json" "$LOGS/gpu_check.md" "$OUT/" 2>/dev/null
     tar -C "$WORK" -cJf "$OUT/logs.tar.xz" logs 2>/dev/null
+    if [ "${KEEP_KERNELS:-0}" = 1 ] && [ -d "$WORK/kernels" ]; then
+        timeout 60 tar -C "$WORK" -cf - kernels | xz -T0 -6 >"$OUT/kernels.tar.xz"
+    fi
     cat "$LOGS/summary.log"
 }
 
@@ -103,6 +108,13 @@ say "check on $DEVICE, binaries in $BIN, work in $WORK"
 # compilation log says how many were compiled (cubecl reads cubecl.toml
 # from the working directory, and the binaries run from $WORK).
 export HPO_KERNEL_CACHE=$WORK/kernels
+# A kernel cache kept by an earlier call on a card of the same architecture
+# (bench/gpu/cache/, git-ignored; carried beside the kit) spares this call
+# the compilation; KEEP_KERNELS=1 returns this call's cache in $OUT.
+CARRIED_CACHE=$ROOT/bench/gpu/cache/kernels.tar.xz
+if [ $DRY = 0 ] && [ -e "$CARRIED_CACHE" ]; then
+    tar -C "$WORK" -xJf "$CARRIED_CACHE" && say "kernel cache: $(find "$WORK/kernels" -type f | wc -l) files carried in"
+fi
 cat >"$WORK/cubecl.toml" <<EOF
 [compilation.logger]
 level = "basic"
@@ -181,7 +193,7 @@ if want tiny; then
     TINY=$?
     status tiny $TINY
     say "   exit $TINY: $(grep -E '^trial ' "$LOGS/tiny.log" | head -3 | cut -c1-60 | tr '\n' ' ')"
-    say "   kernels compiled so far: $(grep -c . "$LOGS/cubecl_compile.log" 2>/dev/null || echo 0)"
+    say "   kernels compiled so far: $(cat "$LOGS/cubecl_compile.log" 2>/dev/null | wc -l)"
     if [ $TINY != 0 ] || ! completed tiny; then
         TINY_OK=0
         if [ $DRY = 0 ]; then
@@ -216,6 +228,36 @@ if want compile && [ $DRY = 0 ]; then
     done
 fi
 
+# --- 2c. sharing the device: k training processes at once ----------------------------
+# The same small training (criteria's light trials: BERT-base, 32 short
+# texts a step) in 1, 2 and 4 processes started together, each reporting its
+# timed epoch's tokens/s: how much more one GPU trains when processes share
+# it (time-sliced, no MPS) than one process alone. This is the figure
+# --jobs auto's count of concurrent trials has to follow; memory alone does
+# not say it.
+if want share && [ $TINY_OK = 1 ]; then
+    SHARE_SHAPE=${SHARE_SHAPE:-base:32x64}
+    SHARE_STEPS=${SHARE_STEPS:-40}
+    SHARE_KS=${SHARE_KS:-1 2 4}
+    if [ $DRY = 1 ]; then SHARE_SHAPE=tiny:4x32 SHARE_STEPS=2 SHARE_KS="1 2"; fi
+    say "2c. share: $SHARE_SHAPE, $SHARE_STEPS steps an epoch, in $SHARE_KS processes at once"
+    for k in $SHARE_KS; do
+        start=$SECONDS
+        limit=$(tmo 60)
+        for i in $(seq "$k"); do
+            mkdir -p "$LOGS/share/k$k/$i"
+            RUST_LOG=warn timeout "$limit" "$BIN/gpu_training" --device "$DEVICE" --shapes "$SHARE_SHAPE" \
+                --precisions f32 --steps "$SHARE_STEPS" --out "$LOGS/share/k$k/$i" \
+                >"$LOGS/share/k$k/$i.log" 2>&1 &
+        done
+        rc=0
+        for i in $(seq "$k"); do wait -n || rc=$?; done
+        echo $((SECONDS - start)) >"$LOGS/share/k$k/seconds"
+        status "share_k$k" $rc
+        say "   $k at once: exit $rc in $((SECONDS - start)) s"
+    done
+fi
+
 # --- 3. training speed ---------------------------------------------------------
 bench() { # name binary [seconds shapes precisions extra-flags]
     local shapes=${4:-$SHAPES} precisions=${5:-$PRECISIONS} extra=${6:-}
@@ -225,7 +267,7 @@ bench() { # name binary [seconds shapes precisions extra-flags]
     RUST_LOG=$STEP_LOG timeout "$(tmo "${3:-150}")" "$BIN/$2" --device "$DEVICE" --shapes "$shapes" \
         --precisions "$precisions" --steps "$STEPS" --out "$LOGS/$1" $extra >"$LOGS/$1.log" 2>&1
     status "$1" $?
-    say "   $(grep -c . "$LOGS/cubecl_compile.log" 2>/dev/null || echo 0) kernels compiled so far"
+    say "   $(cat "$LOGS/cubecl_compile.log" 2>/dev/null | wc -l) kernels compiled so far"
 }
 # --products: first each matrix product of a BERT-base step by hpo-burn's
 # kernel table and by burn's default kernel, timed and compared.
@@ -320,8 +362,17 @@ else
 fi
 
 # --- 5. --jobs auto against --jobs 2 -------------------------------------------------
+# Each run starts from its own copy of the kernel cache as the earlier steps
+# left it: compiling a backbone's kernels costs tens of seconds, and the run
+# that went second used to find them compiled by the first (so --jobs 2,
+# always second, ran its first trials warm).
+[ -d "$WORK/kernels" ] && cp -a "$WORK/kernels" "$WORK/kernels_before_jobs"
 for jobs in auto 2; do
     { want jobs && [ $TINY_OK = 1 ]; } || break
+    if [ -d "$WORK/kernels_before_jobs" ]; then
+        rm -rf "$WORK/kernels_jobs"
+        cp -a "$WORK/kernels_before_jobs" "$WORK/kernels_jobs"
+    fi
     say "5. criteria --jobs $jobs --memory-budget ${BUDGET_GIB}GiB for ${JOB_SECONDS}s"
     SAMPLER=""
     if [ $DRY = 0 ]; then
@@ -330,7 +381,7 @@ for jobs in auto 2; do
         SAMPLER=$!
     fi
     start=$SECONDS
-    RUST_LOG=$QUIET_LOG timeout "$(tmo $((JOB_SECONDS + 100)))" "$BIN/criteria" --from-scratch \
+    HPO_KERNEL_CACHE=$WORK/kernels_jobs RUST_LOG=$QUIET_LOG timeout "$(tmo $((JOB_SECONDS + 100)))" "$BIN/criteria" --from-scratch \
         --device "$DEVICE" --data "$TWEETS" --storage "sqlite:///$WORK/jobs_$jobs.db" \
         --study "jobs-$jobs" --trials 200 --timeout "$JOB_SECONDS" --jobs "$jobs" \
         --memory-budget "${BUDGET_GIB}GiB" --trial-timeout 90 $STUDY_FLAGS $JOB_FLAGS \

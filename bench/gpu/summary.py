@@ -218,7 +218,60 @@ def jobs_step(out, work, jobs, budget_gib):
             "states": {s: sum(1 for t in ts if label(t) == s) for s in sorted({label(t) for t in ts})},
             "nvml_used_max_mib": max(nvml) if nvml else None,
             "budget_mib": budget_gib * 1024,
-            "within_budget": (max(nvml) <= budget_gib * 1024) if nvml else None}
+            "within_budget": (max(nvml) <= budget_gib * 1024) if nvml else None,
+            "timeline": timeline(ts)}
+
+
+def share_step(out):
+    """Step 2c: one small training in k processes at once. Per k: each
+    process's timed-epoch tokens/s, their sum, and the sum over the one
+    process's (how much more the device trains shared k ways), with the
+    wall seconds of the k processes from start to the last exit."""
+    base, rows = None, {}
+    root = os.path.join(out, "share")
+    ks = sorted(int(d[1:]) for d in (os.listdir(root) if os.path.isdir(root) else [])
+                if d.startswith("k") and d[1:].isdigit())
+    for k in ks:
+        procs = []
+        for i in range(1, k + 1):
+            run = load_json(os.path.join(root, f"k{k}", str(i), "gpu_training.json")) or {}
+            r = next(iter(run.get("rows", [])), {})
+            procs.append(r.get("tokens_per_s"))
+        wall = read(os.path.join(root, f"k{k}", "seconds")).strip()
+        done = [t for t in procs if t]
+        total = sum(done) if len(done) == k else None
+        if k == 1:
+            base = total
+        rows[k] = {"processes_tokens_per_s": procs, "tokens_per_s": total,
+                   "wall_seconds": float(wall) if wall else None,
+                   "over_one_process": total / base if total and base else None}
+    return rows
+
+
+def timeline(ts):
+    """Each trial's start and end in seconds from the study's first start,
+    with its backbone and micro-batch, and the mean number of trials running
+    over the study (the sum of their durations over the study's span)."""
+    from datetime import datetime
+
+    def at(s):
+        try:
+            return datetime.fromisoformat(s)
+        except (TypeError, ValueError):
+            return None
+    spans = [(t, at(t["start"]), at(t["end"])) for t in ts]
+    starts = [a for _, a, _ in spans if a]
+    if not starts:
+        return {"trials": [], "mean_running": None}
+    t0 = min(starts)
+    rows = [{"number": t["number"], "state": label(t), "backbone": t["params"].get("backbone"),
+             "micro_batch": t["system"].get("hpo:micro_batch"),
+             "start_s": (a - t0).total_seconds(), "end_s": (b - t0).total_seconds() if b else None}
+            for t, a, b in spans if a]
+    ran = [r for r in rows if r["end_s"] is not None]
+    span = max((r["end_s"] for r in ran), default=0)
+    busy = sum(r["end_s"] - r["start_s"] for r in ran)
+    return {"trials": rows, "mean_running": busy / span if span else None}
 
 
 # What one CUDA worker process holds beside its allocations, as the executor
@@ -316,6 +369,7 @@ def main():
         "compile": compile_step(out),
         "products": load_json(os.path.join(out, "bench", "gpu_products.json")) or [],
         "profile": profile(out),
+        "share": share_step(out),
         "oom": oom_step(work),
         "jobs": {j: jobs_step(out, work, j, budget_gib) for j in ("auto", "2")},
         "peaks": peaks(work),
@@ -371,6 +425,12 @@ def main():
         md += [f"| {c} | {v['seconds']:.3f} | {v['share'] * 100:.1f}% | {v['launches']} |" for c, v in pr["classes"].items()]
         md += ["", "| kernel | device s | share | launches |", "| --- | ---: | ---: | ---: |"]
         md += [f"| `{k['name'][:120]}` | {k['seconds']:.3f} | {k['share'] * 100:.1f}% | {k['launches']} |" for k in pr["top"][:15]]
+    if summary["share"]:
+        md += ["", "| processes at once | tokens/s each | tokens/s, all | over one process | wall s |",
+               "| ---: | --- | ---: | ---: | ---: |"]
+        md += [f"| {k} | {', '.join(fmt(t, '{:.0f}') for t in r['processes_tokens_per_s'])} | "
+               f"{fmt(r['tokens_per_s'], '{:.0f}')} | {fmt(r['over_one_process'], '{:.2f}')} | {fmt(r['wall_seconds'], '{:.0f}')} |"
+               for k, r in summary["share"].items()]
     o = summary["oom"]
     md += ["", f"Forced OOM: recovered {o.get('forced_oom_recovered')}, states {o.get('states')}, "
                f"study went on {o.get('study_went_on')}, complete with a meaningless score {o.get('complete_with_meaningless_score')}"]
@@ -382,6 +442,11 @@ def main():
     for j, r in summary["jobs"].items():
         md.append(f"| {j} | {r['trials']} | {r['useful']} | {fmt(r['seconds'], '{:.0f}')} | {fmt(r['useful_per_hour'], '{:.0f}')} | "
                   f"{r['oom_failures']} | {r['oom_relaunches']} | {r['oom_after_learning']} | {fmt(r['nvml_used_max_mib'], '{:.0f}')} | {r['budget_mib']} |")
+    for j, r in summary["jobs"].items():
+        tl = r["timeline"]
+        md.append(f"- --jobs {j}: mean trials running {fmt(tl['mean_running'], '{:.2f}')}; "
+                  + "; ".join(f"{t['number']} {t['backbone']}/{t['micro_batch']} {t['state']} "
+                              f"{t['start_s']:.0f}-{fmt(t['end_s'], '{:.0f}')}s" for t in tl["trials"]))
     p = summary["peaks"]
     how = ("the executor's own, recorded at admission" if p.get("prediction_source") == "executor"
            else "replayed with the executor's rule: these trials did not record it")

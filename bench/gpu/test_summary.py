@@ -187,6 +187,53 @@ class Variants(unittest.TestCase):
         self.assertAlmostEqual(got[1]["ratio_vs_torch_matched"], 35000 / 180000)
 
 
+class Share(unittest.TestCase):
+    def test_each_count_of_processes_is_summed_and_set_against_one(self):
+        with tempfile.TemporaryDirectory() as out:
+            for k, tps in ((1, [1000.0]), (2, [700.0, 650.0]), (4, [400.0, None, 380.0, 390.0])):
+                for i, t in enumerate(tps, 1):
+                    os.makedirs(os.path.join(out, "share", f"k{k}", str(i)))
+                    if t is not None:
+                        with open(os.path.join(out, "share", f"k{k}", str(i), "gpu_training.json"), "w") as f:
+                            json.dump({"rows": [{"tokens_per_s": t}]}, f)
+                with open(os.path.join(out, "share", f"k{k}", "seconds"), "w") as f:
+                    f.write(f"{10 * k}\n")
+            got = summary.share_step(out)
+        self.assertEqual(list(got), [1, 2, 4])
+        self.assertAlmostEqual(got[2]["over_one_process"], 1.35)
+        self.assertEqual(got[2]["wall_seconds"], 20.0)
+        # A process that left no figure leaves the sum unknown, not smaller.
+        self.assertIsNone(got[4]["tokens_per_s"])
+        self.assertIsNone(got[4]["over_one_process"])
+
+    def test_no_step_is_no_rows(self):
+        with tempfile.TemporaryDirectory() as out:
+            self.assertEqual(summary.share_step(out), {})
+
+
+class Timeline(unittest.TestCase):
+    def test_spans_and_the_mean_number_running(self):
+        with tempfile.TemporaryDirectory() as work:
+            db = os.path.join(work, "jobs_auto.db")
+            study_db(db, [(0, "COMPLETE", {"hpo:micro_batch": 16}, 16),
+                          (1, "COMPLETE", {"hpo:micro_batch": 32}, 32),
+                          (2, "WAITING", {}, 16)], backbone={0: "Heavy", 1: "Light"})
+            con = sqlite3.connect(db)
+            # Trial 0 runs 0-20 s, trial 1 10-20 s (microseconds as storage writes them).
+            for tid, start, end in ((1, "2026-11-26 15:00:00", "2026-11-26 15:00:20.000000"),
+                                    (2, "2026-11-26 15:00:10.500000", "2026-11-26 15:00:20"),
+                                    (3, None, None)):
+                con.execute("UPDATE trials SET datetime_start = ?, datetime_complete = ? WHERE trial_id = ?",
+                            (start, end, tid))
+            con.commit()
+            con.close()
+            got = summary.timeline(summary.trials(db))
+        self.assertEqual([(t["number"], t["backbone"], t["micro_batch"], t["start_s"], t["end_s"])
+                          for t in got["trials"]],
+                         [(0, "Heavy", 16, 0.0, 20.0), (1, "Light", 32, 10.5, 20.0)])
+        self.assertAlmostEqual(got["mean_running"], 29.5 / 20)
+
+
 class Compile(unittest.TestCase):
     def test_trial_and_first_step_seconds_are_read_through_colour_codes(self):
         # As criteria's log has them: tracing's ANSI colours around each field.
