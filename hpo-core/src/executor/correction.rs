@@ -16,7 +16,7 @@
 //! (weights, gradients, moments) plus activations that grow with the
 //! micro-batch, and what it misses of each differs, so the ratio moves with
 //! the micro-batch. On an NVIDIA H200 (burn-cuda 0.21, f32, BERT-base from
-//! scratch; `bench/results/gpu_check.json`) it was 1.15-1.23 at micro-batch
+//! scratch; `bench/results/gpu/h200_nov27_call1.json`) it was 1.15-1.23 at micro-batch
 //! 16, 1.02-1.08 at 32 and 0.84 at 64 over the same family: one factor per
 //! family either over-reserves the large micro-batches or under-reserves
 //! the small ones. A micro-batch the family has measured uses its own ratios;
