@@ -314,6 +314,7 @@ def peaks(work):
             rows.append({"study": db, "number": t["number"], "backbone": t["params"].get("backbone"),
                          "micro_batch": t["system"].get("hpo:micro_batch"),
                          "measured": m, "nvml_process": t["user"].get("nvml_process_peak_bytes"),
+                         "in_use": t["user"].get("peak_in_use_bytes"),
                          "estimate_admitted": t["system"].get("hpo:estimate_bytes"),
                          "estimate_fit": t["user"].get("estimated_peak_bytes"),
                          "estimate_activations": t["user"].get("estimated_activation_bytes"),
@@ -333,7 +334,12 @@ def peaks(work):
             r["corrected_vs_nvml"] = r["predicted"] / r["nvml_process"] - 1
             errs.append(abs(r["corrected_vs_nvml"]))
     context = [r["nvml_minus_measured"] for r in rows if r["nvml_minus_measured"] is not None]
+    # Live allocations between steps over what cubecl reserved: how much of
+    # a footprint is the allocator's pages kept for reuse (trials that
+    # recorded peak_in_use_bytes).
+    in_use = [r["in_use"] / r["measured"] for r in rows if r.get("in_use")]
     return {"trials": rows,
+            "in_use_over_reserved_median": statistics.median(in_use) if in_use else None,
             "corrected_within_15pct_of_nvml": (sum(e <= 0.15 for e in errs), len(errs)),
             "prediction_source": source,
             "context_bytes_median": statistics.median(context) if context else None}
@@ -453,7 +459,8 @@ def main():
     md += ["", f"Measured peaks: {len(p['trials'])} trials; the executor's prediction (corrected, before the margin, "
                f"context included; {how}) within 15% of NVML's per-process figure: "
                f"{p['corrected_within_15pct_of_nvml'][0]} of {p['corrected_within_15pct_of_nvml'][1]}; "
-               f"NVML minus allocator (context and driver), median {fmt(p['context_bytes_median'] / GIB if p['context_bytes_median'] else None, '{:.2f}')} GiB"]
+               f"NVML minus allocator (context and driver), median {fmt(p['context_bytes_median'] / GIB if p['context_bytes_median'] else None, '{:.2f}')} GiB; "
+               f"live allocations between steps over cubecl's reserved peak, median {fmt(p.get('in_use_over_reserved_median'), '{:.2f}')}"]
     with open(os.path.join(out, "gpu_check.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     print("\n".join(md))

@@ -101,9 +101,11 @@ GIB = 1 << 30
 
 
 class Peaks(unittest.TestCase):
-    def run_peaks(self, system, with_prediction):
+    def run_peaks(self, system, with_prediction, in_use=None):
         user = {n: {"peak_device_bytes": m, "nvml_process_peak_bytes": m + GIB // 2}
                 for n, m in ((0, 4 * GIB), (1, 3 * GIB), (2, 6 * GIB))}
+        for n, b in (in_use or {}).items():
+            user[n]["peak_in_use_bytes"] = b
         sys_attrs = []
         for n, (micro, estimate, predicted) in enumerate(system):
             attrs = {"hpo:micro_batch": micro, "hpo:estimate_bytes": estimate}
@@ -119,8 +121,17 @@ class Peaks(unittest.TestCase):
         got = self.run_peaks([(16, 4 * GIB, 4.5 * GIB), (32, 3 * GIB, 2 * GIB),
                               (16, 6 * GIB, 6.5 * GIB)], with_prediction=True)
         self.assertEqual(got["prediction_source"], "executor")
+        # No trial recorded its live allocations: no ratio, not zero.
+        self.assertIsNone(got["in_use_over_reserved_median"])
         self.assertEqual(got["corrected_within_15pct_of_nvml"], (2, 3))
         self.assertAlmostEqual(got["trials"][1]["corrected_vs_nvml"], 2 / 3.5 - 1)
+
+    def test_live_allocations_are_set_against_the_reserved_peak(self):
+        got = self.run_peaks([(16, 4 * GIB, 4.5 * GIB), (32, 3 * GIB, 2 * GIB),
+                              (16, 6 * GIB, 6.5 * GIB)], with_prediction=True,
+                             in_use={0: 2 * GIB, 2: 3 * GIB})
+        self.assertEqual([r["in_use"] for r in got["trials"]], [2 * GIB, None, 3 * GIB])
+        self.assertAlmostEqual(got["in_use_over_reserved_median"], 0.5)
 
     def test_without_it_the_executors_rule_is_replayed(self):
         # Trial 0 (micro 16) measures 2x its estimate; trial 1 (micro 32, a

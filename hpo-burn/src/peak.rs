@@ -26,6 +26,14 @@ pub trait MemoryStats: std::fmt::Debug + Send + Sync {
 
     /// What the figure is, for people reading the record (`"cubecl reserved"`).
     fn describe(&self) -> &'static str;
+
+    /// Bytes of live allocations now, without the pages kept for reuse or
+    /// padding (cubecl's `bytes_in_use`), or `None` when the source cannot
+    /// say. Beside [`MemoryStats::reserved_bytes`] it tells how much of a
+    /// footprint is the allocator's own slack.
+    fn in_use_bytes(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The statistics of `device`'s allocator when hpo-burn knows how to read
@@ -66,6 +74,22 @@ pub struct CubeclStats {
 #[cfg(feature = "cuda")]
 impl MemoryStats for CubeclStats {
     fn reserved_bytes(&self) -> Option<u64> {
+        self.usage().map(|(reserved, _)| reserved)
+    }
+
+    fn describe(&self) -> &'static str {
+        "cubecl reserved"
+    }
+
+    fn in_use_bytes(&self) -> Option<u64> {
+        self.usage().map(|(_, in_use)| in_use)
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl CubeclStats {
+    /// cubecl's reserved bytes and bytes in use for the device.
+    fn usage(&self) -> Option<(u64, u64)> {
         use burn::cubecl::cuda::CudaRuntime;
         use burn::cubecl::Runtime;
         // A poisoned client can panic on the calling thread; a statistic is
@@ -74,14 +98,10 @@ impl MemoryStats for CubeclStats {
             CudaRuntime::client(&self.device)
                 .memory_usage()
                 .ok()
-                .map(|u| u.bytes_reserved)
+                .map(|u| (u.bytes_reserved, u.bytes_in_use))
         })
         .ok()
         .flatten()
-    }
-
-    fn describe(&self) -> &'static str {
-        "cubecl reserved"
     }
 }
 
@@ -92,6 +112,7 @@ pub struct PeakTracker {
     stats: Option<Arc<dyn MemoryStats>>,
     nvml_device: Option<u32>,
     peak: Option<u64>,
+    in_use_peak: Option<u64>,
     nvml_peak: Option<u64>,
 }
 
@@ -103,14 +124,21 @@ impl PeakTracker {
             stats,
             nvml_device,
             peak: None,
+            in_use_peak: None,
             nvml_peak: None,
         }
     }
 
-    /// Takes one sample of the allocator's figure.
+    /// Takes one sample of the allocator's figures.
     pub fn sample(&mut self) {
-        if let Some(now) = self.stats.as_ref().and_then(|s| s.reserved_bytes()) {
+        let Some(stats) = self.stats.as_ref() else {
+            return;
+        };
+        if let Some(now) = stats.reserved_bytes() {
             self.peak = Some(self.peak.map_or(now, |p| p.max(now)));
+        }
+        if let Some(now) = stats.in_use_bytes() {
+            self.in_use_peak = Some(self.in_use_peak.map_or(now, |p| p.max(now)));
         }
     }
 
@@ -128,6 +156,14 @@ impl PeakTracker {
     /// The highest allocator figure sampled.
     pub fn peak(&self) -> Option<u64> {
         self.peak
+    }
+
+    /// The most bytes of live allocations sampled. Samples are taken
+    /// between optimizer steps and after evaluation, so this is what
+    /// outlives a step (weights, gradients, optimizer state), not the
+    /// activations' transient peak inside one.
+    pub fn in_use_peak(&self) -> Option<u64> {
+        self.in_use_peak
     }
 
     /// The highest NVML per-process figure sampled.
@@ -157,6 +193,10 @@ mod tests {
         fn describe(&self) -> &'static str {
             "scripted"
         }
+        fn in_use_bytes(&self) -> Option<u64> {
+            let n = self.0.load(Ordering::SeqCst);
+            Some([40, 90, 60][(n % 3) as usize])
+        }
     }
 
     #[test]
@@ -167,6 +207,7 @@ mod tests {
             t.sample();
         }
         assert_eq!(t.peak(), Some(300));
+        assert_eq!(t.in_use_peak(), Some(90));
         assert_eq!(t.describe(), Some("scripted"));
         t.sample_nvml();
         assert_eq!(t.nvml_peak(), None);

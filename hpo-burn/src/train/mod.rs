@@ -555,6 +555,11 @@ impl<B: AutodiffBackend> Trainer<B> {
         if let Some(peak) = peaks.peak() {
             sink.record_device_peak(peak)?;
         }
+        if let Some(in_use) = peaks.in_use_peak() {
+            // Live allocations between steps: beside the reserved peak, how
+            // much of the footprint is the allocator's pages kept for reuse.
+            sink.record("peak_in_use_bytes", json!(in_use))?;
+        }
         if let Some(nvml) = peaks.nvml_peak() {
             // The driver's figure for this process: the allocator's plus
             // the CUDA context and what the driver holds for us.

@@ -95,6 +95,12 @@ impl hpo_burn::peak::MemoryStats for ScriptedDevice {
     fn describe(&self) -> &'static str {
         "scripted"
     }
+
+    fn in_use_bytes(&self) -> Option<u64> {
+        // Half of each reserved figure: the rest is pages kept for reuse.
+        let n = self.0.load(std::sync::atomic::Ordering::SeqCst);
+        Some([1u64, 2, 3, 2][(n as usize).saturating_sub(1).min(3)] << 29)
+    }
 }
 
 /// The measured device peak reaches the executor's record: the trial keeps
@@ -129,6 +135,11 @@ fn a_trial_records_the_device_allocators_peak() {
     assert_eq!(
         t.user_attrs[hpo_burn::DEVICE_PEAK_KEY].as_u64(),
         Some(3 * gib)
+    );
+    // The live allocations' peak beside it: the allocator's slack is the rest.
+    assert_eq!(
+        t.user_attrs["peak_in_use_bytes"].as_u64(),
+        Some(3 * gib / 2)
     );
     // The process's resident memory is recorded beside it, not instead.
     // The estimate is recorded with its activation part and the length it
