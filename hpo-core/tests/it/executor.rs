@@ -1512,3 +1512,97 @@ fn executor_predictions_replayed_on_the_gpu_checks_peaks() {
     assert_eq!(counts["h200_nov27_call1"], (14, 12, 21), "{counts:?}");
     assert_eq!(counts["h100_call1"], (21, 21, 23), "{counts:?}");
 }
+
+/// One thing the coordinator did in a GPU check's `--jobs` run, as
+/// `tests/data/gpu_launches.json` keeps it.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum DeviceEvent {
+    Launch {
+        launch: u64,
+        family: String,
+        micro: u32,
+        accumulation: u32,
+        estimate: u64,
+        predicted: u64,
+    },
+    End {
+        end: u64,
+        measured: u64,
+    },
+}
+
+/// The executor's recorded predictions on a real GPU (`hpo:predicted_bytes`,
+/// issue 34's item 4) are what its `Scheduler` computes from the measured
+/// peaks, replayed in the order the coordinator launched and ended the
+/// trials, several running at once: two H200 calls, `--jobs auto` and
+/// `--jobs 2` each. A change to the learned correction that would predict
+/// otherwise for these trials fails here, before it reaches a device.
+#[test]
+fn the_gpu_checks_recorded_predictions_replay_exactly() {
+    #[derive(serde::Deserialize)]
+    struct Run {
+        events: Vec<DeviceEvent>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Fixture {
+        runs: BTreeMap<String, Run>,
+    }
+    // hpo_burn::CUDA_CONTEXT_BYTES, which hpo-core does not depend on.
+    const CONTEXT: u64 = 560_000_000;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/gpu_launches.json");
+    let fixture: Fixture = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(fixture.runs.len(), 4);
+    for (name, run) in &fixture.runs {
+        // Room for everything: the replay follows the recorded order, it
+        // does not choose it.
+        let mut sched = executor::Scheduler::new(
+            vec![executor::DeviceBudget::new("gpu", 1 << 40, 0, CONTEXT)],
+            AdmissionPolicy::default(),
+        );
+        let (mut launches, mut learned) = (0, 0);
+        for event in &run.events {
+            match event {
+                DeviceEvent::Launch {
+                    launch,
+                    family,
+                    micro,
+                    accumulation,
+                    estimate,
+                    predicted,
+                } => {
+                    let batch = Batch::new(*micro, *accumulation);
+                    sched.push(executor::Candidate::new(
+                        *launch,
+                        family.clone(),
+                        batch,
+                        *micro,
+                        |_| *estimate,
+                    ));
+                    let Some(executor::Step::Launch(l)) = sched.decide() else {
+                        panic!("{name}: trial {launch} was not launched");
+                    };
+                    assert_eq!((l.key, l.batch), (*launch, batch), "{name}");
+                    assert_eq!(l.predicted, *predicted, "{name}: trial {launch}");
+                    launches += 1;
+                    learned += usize::from(l.predicted != estimate + CONTEXT);
+                }
+                DeviceEvent::End { end, measured } => {
+                    sched.end(
+                        end,
+                        &executor::TrialEnd {
+                            measured: Some(*measured),
+                            ..Default::default()
+                        },
+                    );
+                }
+            }
+        }
+        // Every run launched at least 15 trials, most of them predicted with
+        // a factor learned from earlier ones (not the estimate alone).
+        assert!(
+            launches >= 15 && learned * 2 > launches,
+            "{name}: {learned} of {launches}"
+        );
+    }
+}
