@@ -668,6 +668,10 @@ impl Coordinator<'_> {
                 continue;
             };
             let frozen = self.study.hand_over(h.trial)?;
+            // No worker takes it over: its heartbeat stops here, before the
+            // trial is failed, or its next beat would find the trial failed
+            // and warn as if a stale-trial reaper had ended it.
+            self.study.stop_beating(frozen.id)?;
             let attrs = FailureKind::NotStarted.attrs(NOT_STARTED_REASON);
             let retry = |t: &FrozenTrial| {
                 Some(t.retry_copy(&[FailureKind::ATTR, FailureKind::REASON_ATTR]))
