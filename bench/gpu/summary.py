@@ -250,8 +250,12 @@ def share_step(out):
 
 def timeline(ts):
     """Each trial's start and end in seconds from the study's first start,
-    with its backbone and micro-batch, and the mean number of trials running
-    over the study (the sum of their durations over the study's span)."""
+    with its backbone and micro-batch, and the mean number of trials in
+    flight over the study (the sum of their durations over the study's
+    span). A trial's start is when it was sampled, which for a trial sampled
+    ahead is before its worker starts: the coordinator's log has launches
+    ("worker started"). The key stays `mean_running`, as the committed
+    summaries have it."""
     from datetime import datetime
 
     def at(s):
@@ -450,7 +454,7 @@ def main():
                   f"{r['oom_failures']} | {r['oom_relaunches']} | {r['oom_after_learning']} | {fmt(r['nvml_used_max_mib'], '{:.0f}')} | {r['budget_mib']} |")
     for j, r in summary["jobs"].items():
         tl = r["timeline"]
-        md.append(f"- --jobs {j}: mean trials running {fmt(tl['mean_running'], '{:.2f}')}; "
+        md.append(f"- --jobs {j} (from sampled to ended): mean trials in flight {fmt(tl['mean_running'], '{:.2f}')}; "
                   + "; ".join(f"{t['number']} {t['backbone']}/{t['micro_batch']} {t['state']} "
                               f"{t['start_s']:.0f}-{fmt(t['end_s'], '{:.0f}')}s" for t in tl["trials"]))
     p = summary["peaks"]

@@ -27,13 +27,27 @@ pub trait MemoryStats: std::fmt::Debug + Send + Sync {
     /// What the figure is, for people reading the record (`"cubecl reserved"`).
     fn describe(&self) -> &'static str;
 
-    /// Bytes of live allocations now, without the pages kept for reuse or
-    /// padding (cubecl's `bytes_in_use`), or `None` when the source cannot
-    /// say. Beside [`MemoryStats::reserved_bytes`] it tells how much of a
-    /// footprint is the allocator's own slack.
-    fn in_use_bytes(&self) -> Option<u64> {
-        None
+    /// One reading of the allocator: its reserved bytes and, where the
+    /// source can say, its live allocations, from one query (cubecl's is a
+    /// blocking round trip to the device's server, taken every step). By
+    /// default [`MemoryStats::reserved_bytes`] alone.
+    fn read(&self) -> Option<MemoryReading> {
+        self.reserved_bytes().map(|reserved| MemoryReading {
+            reserved,
+            in_use: None,
+        })
     }
+}
+
+/// One reading of a device's allocator ([`MemoryStats::read`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryReading {
+    /// Bytes the allocator holds on the device ([`MemoryStats::reserved_bytes`]).
+    pub reserved: u64,
+    /// Bytes of live allocations, without the pages kept for reuse or
+    /// padding (cubecl's `bytes_in_use`), when the source can say: beside
+    /// `reserved`, how much of a footprint is the allocator's own slack.
+    pub in_use: Option<u64>,
 }
 
 /// The statistics of `device`'s allocator when hpo-burn knows how to read
@@ -74,22 +88,14 @@ pub struct CubeclStats {
 #[cfg(feature = "cuda")]
 impl MemoryStats for CubeclStats {
     fn reserved_bytes(&self) -> Option<u64> {
-        self.usage().map(|(reserved, _)| reserved)
+        self.read().map(|r| r.reserved)
     }
 
     fn describe(&self) -> &'static str {
         "cubecl reserved"
     }
 
-    fn in_use_bytes(&self) -> Option<u64> {
-        self.usage().map(|(_, in_use)| in_use)
-    }
-}
-
-#[cfg(feature = "cuda")]
-impl CubeclStats {
-    /// cubecl's reserved bytes and bytes in use for the device.
-    fn usage(&self) -> Option<(u64, u64)> {
+    fn read(&self) -> Option<MemoryReading> {
         use burn::cubecl::cuda::CudaRuntime;
         use burn::cubecl::Runtime;
         // A poisoned client can panic on the calling thread; a statistic is
@@ -98,7 +104,10 @@ impl CubeclStats {
             CudaRuntime::client(&self.device)
                 .memory_usage()
                 .ok()
-                .map(|u| (u.bytes_reserved, u.bytes_in_use))
+                .map(|u| MemoryReading {
+                    reserved: u.bytes_reserved,
+                    in_use: Some(u.bytes_in_use),
+                })
         })
         .ok()
         .flatten()
@@ -131,14 +140,12 @@ impl PeakTracker {
 
     /// Takes one sample of the allocator's figures.
     pub fn sample(&mut self) {
-        let Some(stats) = self.stats.as_ref() else {
+        let Some(now) = self.stats.as_ref().and_then(|s| s.read()) else {
             return;
         };
-        if let Some(now) = stats.reserved_bytes() {
-            self.peak = Some(self.peak.map_or(now, |p| p.max(now)));
-        }
-        if let Some(now) = stats.in_use_bytes() {
-            self.in_use_peak = Some(self.in_use_peak.map_or(now, |p| p.max(now)));
+        self.peak = Some(self.peak.map_or(now.reserved, |p| p.max(now.reserved)));
+        if let Some(in_use) = now.in_use {
+            self.in_use_peak = Some(self.in_use_peak.map_or(in_use, |p| p.max(in_use)));
         }
     }
 
@@ -187,15 +194,17 @@ mod tests {
 
     impl MemoryStats for Script {
         fn reserved_bytes(&self) -> Option<u64> {
-            let n = self.0.fetch_add(1, Ordering::SeqCst);
-            Some([100, 300, 200][(n % 3) as usize])
+            self.read().map(|r| r.reserved)
         }
         fn describe(&self) -> &'static str {
             "scripted"
         }
-        fn in_use_bytes(&self) -> Option<u64> {
-            let n = self.0.load(Ordering::SeqCst);
-            Some([40, 90, 60][(n % 3) as usize])
+        fn read(&self) -> Option<MemoryReading> {
+            let n = (self.0.fetch_add(1, Ordering::SeqCst) % 3) as usize;
+            Some(MemoryReading {
+                reserved: [100, 300, 200][n],
+                in_use: Some([40, 90, 60][n]),
+            })
         }
     }
 

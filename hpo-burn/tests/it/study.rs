@@ -87,19 +87,22 @@ struct ScriptedDevice(std::sync::atomic::AtomicU64);
 
 impl hpo_burn::peak::MemoryStats for ScriptedDevice {
     fn reserved_bytes(&self) -> Option<u64> {
-        let n = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        // Grows, peaks at 3 GiB on the third sample, falls back.
-        Some([1u64, 2, 3, 2][(n as usize).min(3)] << 30)
+        self.read().map(|r| r.reserved)
     }
 
     fn describe(&self) -> &'static str {
         "scripted"
     }
 
-    fn in_use_bytes(&self) -> Option<u64> {
-        // Half of each reserved figure: the rest is pages kept for reuse.
-        let n = self.0.load(std::sync::atomic::Ordering::SeqCst);
-        Some([1u64, 2, 3, 2][(n as usize).saturating_sub(1).min(3)] << 29)
+    fn read(&self) -> Option<hpo_burn::peak::MemoryReading> {
+        let n = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // Grows, peaks at 3 GiB on the third sample, falls back; half of
+        // each is live allocations, the rest pages kept for reuse.
+        let reserved = [1u64, 2, 3, 2][(n as usize).min(3)] << 30;
+        Some(hpo_burn::peak::MemoryReading {
+            reserved,
+            in_use: Some(reserved / 2),
+        })
     }
 }
 

@@ -185,10 +185,11 @@ struct Running {
 /// now, the one that fills the device best starts ("best fit", which keeps
 /// memory and compute busy; a younger trial fills it better only by more
 /// than the safety margin, so of trials alike the oldest starts), but each
-/// time a trial starts ahead of older ones, every older one counts a bypass. A trial passed `max_bypass` times
-/// blocks the queue: nothing behind it starts until memory drains and it
-/// fits, so a large trial waits for at most `max_bypass` others, never
-/// forever. [`QueuePolicy::Fifo`] never lets anyone pass (no starvation, idle
+/// time a trial starts ahead of older ones, every older one counts a
+/// bypass. A trial passed `max_bypass` times blocks the queue: nothing
+/// behind it starts until memory drains and it fits, so a large trial
+/// waits for at most `max_bypass` others, never forever.
+/// [`QueuePolicy::Fifo`] never lets anyone pass (no starvation, idle
 /// memory), [`QueuePolicy::BestFit`] always takes the trial that fills the
 /// device best (best packing, and a large trial can wait forever); the
 /// `executor` benchmark reports all three.
@@ -258,8 +259,15 @@ impl<K: Clone + Eq + Hash> Scheduler<K> {
     /// needs on a device whose per-process context costs `context`.
     fn need(&self, family: &str, batch: Batch, estimate: u64, context: u64) -> u64 {
         let factor = self.applied_factor(family, batch);
-        let bytes = (estimate as f64 * factor * (1.0 + self.policy.safety_margin.max(0.0))).ceil();
+        let bytes = (estimate as f64 * factor * self.with_margin()).ceil();
         (bytes as u64).saturating_add(context)
+    }
+
+    /// `1 + safety margin` (a negative margin counts as none): what a
+    /// corrected estimate is multiplied by for admission, and how much
+    /// better a younger trial must fill a device to pass an older one.
+    fn with_margin(&self) -> f64 {
+        1.0 + self.policy.safety_margin.max(0.0)
     }
 
     /// [`Launch::predicted`]: `estimate` corrected, without the margin,
@@ -361,7 +369,7 @@ impl<K: Clone + Eq + Hash> Scheduler<K> {
                 // younger heavy trial reserving 13.76 GiB, 4 % more, for a
                 // whole study).
                 let mut found: Option<(usize, (usize, usize, u64))> = None;
-                let better = 1.0 + self.policy.safety_margin.max(0.0);
+                let better = self.with_margin();
                 for i in 0..self.queue.len() {
                     if let Some(p) = self.placement(i) {
                         if found.is_none_or(|(_, (_, _, bytes))| p.2 as f64 > bytes as f64 * better)

@@ -1414,6 +1414,35 @@ fn executor_placement_across_two_simulated_devices() {
     assert_eq!(r.lost, 0);
 }
 
+/// What a CUDA worker process holds beside its allocations, as the GPU
+/// checks' executor added it (hpo_burn::CUDA_CONTEXT_BYTES, which hpo-core
+/// does not depend on).
+const GPU_CONTEXT: u64 = 560_000_000;
+
+/// A scheduler for replaying a GPU check: one device with room for
+/// everything and the checks' context, so the replay follows the recorded
+/// order and never chooses it.
+fn gpu_replay_scheduler<K: Clone + Eq + std::hash::Hash>() -> executor::Scheduler<K> {
+    executor::Scheduler::new(
+        vec![executor::DeviceBudget::new("gpu", 1 << 40, 0, GPU_CONTEXT)],
+        AdmissionPolicy::default(),
+    )
+}
+
+/// The runs of a GPU check fixture in `tests/data/` (`{"runs": {name: run}}`).
+fn gpu_fixture_runs<R: serde::de::DeserializeOwned>(file: &str) -> BTreeMap<String, R> {
+    #[derive(serde::Deserialize)]
+    struct Fixture<R> {
+        runs: BTreeMap<String, R>,
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(file);
+    let fixture: Fixture<R> =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    fixture.runs
+}
+
 /// One trial the GPU check ran, as `tests/data/gpu_peaks.json` keeps it.
 #[derive(serde::Deserialize)]
 struct DevicePeak {
@@ -1432,14 +1461,7 @@ struct DevicePeak {
 /// micro-batch, [`executor::Correction::factor_at`]); without it, the
 /// family's factor alone ([`executor::Correction::factor`]), the rule before.
 fn replay_device_peaks(trials: &[DevicePeak], keyed: bool) -> Vec<f64> {
-    // hpo_burn::CUDA_CONTEXT_BYTES, which hpo-core does not depend on.
-    const CONTEXT: u64 = 560_000_000;
-    let fresh = || {
-        executor::Scheduler::new(
-            vec![executor::DeviceBudget::new("gpu", 1 << 40, 0, CONTEXT)],
-            AdmissionPolicy::default(),
-        )
-    };
+    let fresh = gpu_replay_scheduler::<usize>;
     let mut errors = Vec::new();
     let (mut sched, mut family_only, mut study) = (fresh(), executor::Correction::new(), "");
     for (key, t) in trials.iter().enumerate() {
@@ -1461,7 +1483,7 @@ fn replay_device_peaks(trials: &[DevicePeak], keyed: bool) -> Vec<f64> {
         let predicted = if keyed {
             l.predicted
         } else {
-            (t.estimate as f64 * family_only.factor(&t.backbone)).ceil() as u64 + CONTEXT
+            (t.estimate as f64 * family_only.factor(&t.backbone)).ceil() as u64 + GPU_CONTEXT
         };
         errors.push(predicted as f64 / t.nvml as f64 - 1.0);
         sched.end(
@@ -1488,15 +1510,10 @@ fn executor_predictions_replayed_on_the_gpu_checks_peaks() {
     struct Run {
         trials: Vec<DevicePeak>,
     }
-    #[derive(serde::Deserialize)]
-    struct Fixture {
-        runs: BTreeMap<String, Run>,
-    }
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/gpu_peaks.json");
-    let fixture: Fixture = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let runs: BTreeMap<String, Run> = gpu_fixture_runs("gpu_peaks.json");
     let within = |errors: &[f64]| errors.iter().filter(|e| e.abs() <= 0.15).count();
     let mut counts = BTreeMap::new();
-    for (name, run) in &fixture.runs {
+    for (name, run) in &runs {
         let keyed = replay_device_peaks(&run.trials, true);
         let family = replay_device_peaks(&run.trials, false);
         assert_eq!(keyed.len(), run.trials.len());
@@ -1544,22 +1561,10 @@ fn the_gpu_checks_recorded_predictions_replay_exactly() {
     struct Run {
         events: Vec<DeviceEvent>,
     }
-    #[derive(serde::Deserialize)]
-    struct Fixture {
-        runs: BTreeMap<String, Run>,
-    }
-    // hpo_burn::CUDA_CONTEXT_BYTES, which hpo-core does not depend on.
-    const CONTEXT: u64 = 560_000_000;
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/gpu_launches.json");
-    let fixture: Fixture = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    assert_eq!(fixture.runs.len(), 4);
-    for (name, run) in &fixture.runs {
-        // Room for everything: the replay follows the recorded order, it
-        // does not choose it.
-        let mut sched = executor::Scheduler::new(
-            vec![executor::DeviceBudget::new("gpu", 1 << 40, 0, CONTEXT)],
-            AdmissionPolicy::default(),
-        );
+    let runs: BTreeMap<String, Run> = gpu_fixture_runs("gpu_launches.json");
+    assert_eq!(runs.len(), 4);
+    for (name, run) in &runs {
+        let mut sched = gpu_replay_scheduler::<u64>();
         let (mut launches, mut learned) = (0, 0);
         for event in &run.events {
             match event {
@@ -1585,7 +1590,7 @@ fn the_gpu_checks_recorded_predictions_replay_exactly() {
                     assert_eq!((l.key, l.batch), (*launch, batch), "{name}");
                     assert_eq!(l.predicted, *predicted, "{name}: trial {launch}");
                     launches += 1;
-                    learned += usize::from(l.predicted != estimate + CONTEXT);
+                    learned += usize::from(l.predicted != estimate + GPU_CONTEXT);
                 }
                 DeviceEvent::End { end, measured } => {
                     sched.end(
