@@ -394,8 +394,11 @@ impl<B: AutodiffBackend> Trainer<B> {
         let adamw = AdamW::new(cfg.weight_decay as f32, per_parameter)
             .with_epsilon(cfg.adam_epsilon as f32);
         let global_clip = global.map(|max| (max, adamw.grad_scale.clone()));
-        let mut optim: OptimizerAdaptor<AdamW, BertClassifier<B>, B> = adamw.into();
-        let mut model = model;
+        let optim: OptimizerAdaptor<AdamW, BertClassifier<B>, B> = adamw.into();
+        // The epoch's starting point, kept while the epoch runs only where
+        // an out-of-memory epoch can be rerun in this process.
+        let ladder = self.retries_in_process();
+        let (mut model, mut optim) = (Some(model), Some(optim));
         let mut micro = cfg.micro_batch;
         let mut retries = 0usize;
         let mut history = Vec::new();
@@ -414,10 +417,29 @@ impl<B: AutodiffBackend> Trainer<B> {
             let step0 = (epoch as usize - 1) * steps_per_epoch;
             let started = Instant::now();
             let run = loop {
+                // Parameters and optimizer state are shared handles, and the
+                // optimizer replaces them step by step: holding the epoch's
+                // start costs a second copy of the weights and of both AdamW
+                // moments by the epoch's end (on BERT-large 3.7 GiB of the
+                // 11 GiB a small trial reserved on an H200). On cubecl a
+                // failed allocation ends the process's device, so the rerun
+                // it pays for could never happen: the executor relaunches in
+                // a fresh process instead.
+                let (start_model, start_optim) = if ladder {
+                    (model.clone(), optim.clone())
+                } else {
+                    (model.take(), optim.take())
+                };
+                let (Some(start_model), Some(start_optim)) = (start_model, start_optim) else {
+                    return Err(Error::Device(
+                        "the training loop lost its model between epochs (a bug in hpo-burn)"
+                            .into(),
+                    ));
+                };
                 let attempt = on_cpu_threads::<B, _>(|| {
                     self.run_epoch(
-                        model.clone(),
-                        optim.clone(),
+                        start_model,
+                        start_optim,
                         epoch,
                         micro,
                         &plan,
@@ -434,6 +456,9 @@ impl<B: AutodiffBackend> Trainer<B> {
                     // device is gone for this process, so the ladder cannot
                     // help here; a fresh process can (the executor's relaunch).
                     Err(e) if watch.saw_allocation_failure() => return Err(watch.out_of_memory(&e)),
+                    // Nothing to rerun from: the executor's relaunch, as for
+                    // a failed allocation.
+                    Err(e @ Error::OutOfMemory(_)) if !ladder => return Err(e),
                     Err(Error::OutOfMemory(message)) => {
                         B::memory_cleanup(&self.device);
                         let accumulation = effective.div_ceil(micro);
@@ -469,10 +494,10 @@ impl<B: AutodiffBackend> Trainer<B> {
                 }
             };
             let train_seconds = started.elapsed().as_secs_f64();
-            model = run.model;
-            optim = run.optim;
+            let model_now = run.model;
+            optim = Some(run.optim);
             let eval_started = Instant::now();
-            let valid = self.evaluate(&model.valid(), data)?;
+            let valid = self.evaluate(&model_now.valid(), data)?;
             let eval_seconds = eval_started.elapsed().as_secs_f64();
             peaks.sample();
             peaks.sample_nvml();
@@ -492,8 +517,9 @@ impl<B: AutodiffBackend> Trainer<B> {
             history.push(report);
             if valid.macro_f1 > best.0 {
                 best = (valid.macro_f1, epoch);
-                best_model = Some(model.clone());
+                best_model = Some(model_now.clone());
             }
+            model = Some(model_now);
             if sink.report_epoch(epoch, valid.macro_f1)? {
                 self.record_final(sink, micro, retries, &peaks)?;
                 return Err(Error::pruned(epoch));
@@ -516,7 +542,23 @@ impl<B: AutodiffBackend> Trainer<B> {
             oom_retries: retries,
             stopped_early,
         };
-        Ok((best_model.unwrap_or(model), report))
+        match best_model.or(model) {
+            Some(model) => Ok((model, report)),
+            None => Err(Error::Device(
+                "the training loop lost its model (a bug in hpo-burn)".into(),
+            )),
+        }
+    }
+
+    /// Whether an out-of-memory epoch can be rerun in this process at a
+    /// smaller micro-batch (the in-process ladder): on the CPU, and under a
+    /// simulated memory cap (refused before anything is allocated); not on
+    /// cubecl's devices, where a failed allocation leaves every later
+    /// operation of the process failing (GPU checks on the H100 and H200),
+    /// nor under a replay of that ([`crate::fault`]).
+    fn retries_in_process(&self) -> bool {
+        matches!(self.guard, MemoryGuard::Simulated { .. })
+            || !matches!(self.backend_threads, BackendThreads::Cubecl(_))
     }
 
     /// The optimizer steps of 1-based `epoch` over `train`: each step's

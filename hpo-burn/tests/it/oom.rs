@@ -108,3 +108,63 @@ fn below_the_floor_the_run_ends_as_oom_with_its_config() {
     assert_eq!(sink.attrs["oom_retries"], 4);
     assert!(sink.reports.is_empty(), "no epoch completed");
 }
+
+/// A run on cubecl's device threads keeps no copy of the epoch's start (a
+/// failed allocation there ends the process's device, so the executor
+/// relaunches instead of rerunning the epoch): it trains exactly as a run
+/// that keeps one, epoch after epoch, and returns its best epoch's model.
+/// Under a simulated cap, refused before anything is allocated, the ladder
+/// still reruns the epoch on those threads.
+#[test]
+fn without_the_ladder_training_is_unchanged_and_a_simulated_cap_still_halves() {
+    use hpo_burn::burn::tensor::{Bool, Int, Tensor};
+    use hpo_burn::panic_guard::BackendThreads;
+    let _lock = crate::backend_lock();
+    let device = Default::default();
+    let (train, valid) = data();
+    let run = |threads: BackendThreads| {
+        Cpu::seed(&device, 3);
+        let model = config().init::<Cpu>(&device).unwrap();
+        let cfg = TrainConfig {
+            epochs: 3,
+            ..train_config(8, 1)
+        };
+        let mut trainer = Trainer::<Cpu>::new(cfg, config(), "toy", device);
+        trainer.backend_threads = threads;
+        let (model, report) = trainer
+            .fit(model, train_data(&train, &valid), &mut Recorder::new())
+            .unwrap();
+        let ids = Tensor::<Cpu, 1, Int>::arange(1..13, &device).reshape([1, 12]);
+        let segments = Tensor::<Cpu, 2, Int>::zeros([1, 12], &device);
+        let pad: Tensor<_, 2, Bool> = segments.clone().equal_elem(1);
+        // No dropout in the toy model: the training-mode forward is exact.
+        let logits: Vec<f32> = model
+            .forward(ids, segments, pad)
+            .into_data()
+            .to_vec()
+            .unwrap();
+        (report, logits)
+    };
+    let (kept, kept_logits) = run(BackendThreads::None);
+    let (moved, moved_logits) = run(BackendThreads::cuda(0));
+    assert_eq!(kept.history.len(), 3);
+    for (a, b) in kept.history.iter().zip(&moved.history) {
+        assert_eq!(
+            (a.train_loss, a.valid, a.tokens),
+            (b.train_loss, b.valid, b.tokens)
+        );
+    }
+    assert_eq!(kept.best_epoch, moved.best_epoch);
+    assert_eq!(kept_logits, moved_logits);
+
+    let capacity = estimate_training_memory(&config(), 4, LEN, Precision::F32).total();
+    Cpu::seed(&device, 3);
+    let model = config().init::<Cpu>(&device).unwrap();
+    let mut trainer = Trainer::<Cpu>::new(train_config(16, 1), config(), "toy", device)
+        .with_guard(MemoryGuard::simulated(capacity));
+    trainer.backend_threads = BackendThreads::cuda(0);
+    let (_, report) = trainer
+        .fit(model, train_data(&train, &valid), &mut Recorder::new())
+        .unwrap();
+    assert_eq!((report.oom_retries, report.micro_batch), (2, 4));
+}
