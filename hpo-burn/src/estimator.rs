@@ -117,13 +117,16 @@ impl StepTime {
 }
 
 /// burn-cuda 0.21's measured peak (cubecl's reserved bytes) over the
-/// analytic estimate, f32 training of BERT presets from scratch: 1.88-2.34,
-/// median 2.1, over 14 trials on an NVIDIA H200 (book: "Parallel trials on
-/// one GPU", GPU check call 3, 2026-11-26). Without it the executor's first
-/// trials of each model are admitted at half their real size: five started
-/// at once there and the device went 58% over a 24 GiB budget before the
-/// first measurement arrived.
-pub const BURN_CUDA_F32_CALIBRATION: f64 = 2.1;
+/// analytic estimate, f32 training of BERT presets from scratch: 1.45-2.00,
+/// median 1.73, over 53 trials on an NVIDIA H200 (book: "Parallel trials on
+/// one GPU", GPU check of 2026-11-27 evening, call 2; BERT-base's median
+/// 1.86, BERT-large's 1.70). It was 2.1 (1.88-2.34) while the training loop
+/// kept each epoch's starting weights and optimizer state for its
+/// in-process retry, which a CUDA process can never use. Without a
+/// calibration the executor's first trials of each model are admitted at
+/// about half their real size: five started at once on the H200 and the
+/// device went 58% over a 24 GiB budget before the first measurement arrived.
+pub const BURN_CUDA_F32_CALIBRATION: f64 = 1.73;
 
 /// One worker process's CUDA context and what the driver holds for it:
 /// NVML's per-process figure minus cubecl's reserved bytes, median 0.52 GiB
