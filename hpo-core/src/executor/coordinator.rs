@@ -20,7 +20,9 @@
 use super::admission::{AdmissionPolicy, Candidate, Launch, Scheduler, Step, TrialEnd};
 use super::devices::DeviceBudget;
 use super::fold::LineFolder;
-use super::worker::{self, Assignment, ORPHAN_STATUS, STORAGE_FAILURE_STATUS, WORKER_ENV};
+use super::worker::{
+    self, Assignment, DEVICE_MEMORY_ENV, ORPHAN_STATUS, STORAGE_FAILURE_STATUS, WORKER_ENV,
+};
 use super::{
     batch_of, fit_options, is_oom_text, smaller_option, Batch, MemoryEstimator, ACCUMULATION_ATTR,
     DEVICE_ATTR, ESTIMATE_BYTES_ATTR, EXIT_ATTR, MICRO_BATCH_ATTR, NOT_STARTED_REASON,
@@ -799,6 +801,10 @@ impl Coordinator<'_> {
             .get(device)
             .cloned()
             .unwrap_or_else(|| device.to_string());
+        // The memory the worker may use on its device: the device's budget
+        // (hpo's patched cubecl-cuda sizes its memory pages from it, so a
+        // trial on a bigger card reserves as on the card the budget stands for).
+        let budget = self.config.totals.get(device).copied().unwrap_or(0);
         let mut command = Command::new(exe);
         // A process group of its own: a terminal's Ctrl-C (SIGINT to the
         // foreground group) reaches the coordinator, which decides.
@@ -810,6 +816,7 @@ impl Coordinator<'_> {
             .env(WORKER_ENV, json)
             .env("CUDA_VISIBLE_DEVICES", visible)
             .env("HPO_DEVICE", device.to_string())
+            .env(DEVICE_MEMORY_ENV, budget.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -110,7 +110,8 @@ pub use self::memory::Memory;
 pub use self::node::{gpus_from, node_gpus};
 pub use self::relaunch::{fit_options, shrink, shrink_ladder, smaller_option};
 pub use self::worker::{
-    batch_of, is_worker, record_peak, worker_main, worker_main_with, WORKER_ENV,
+    batch_of, device_memory, is_worker, record_peak, worker_main, worker_main_with,
+    DEVICE_MEMORY_ENV, WORKER_ENV,
 };
 
 use crate::distribution::ParamValue;

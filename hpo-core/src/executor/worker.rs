@@ -39,6 +39,23 @@ use std::time::Duration;
 /// coordinator's JSON assignment.
 pub const WORKER_ENV: &str = "HPO_EXECUTOR_WORKER";
 
+/// The environment variable holding, in a worker process, the budget in
+/// bytes of the device its trial runs on (the `--memory-budget`, else the
+/// device's total): what that process may treat as the card's memory.
+/// hpo-burn's CUDA builds size cubecl's memory pages from it, so that a
+/// trial reserves on a bigger card what it would on the card the budget
+/// stands for.
+pub const DEVICE_MEMORY_ENV: &str = "HPO_DEVICE_MEMORY";
+
+/// The device budget the coordinator gave this worker process
+/// ([`DEVICE_MEMORY_ENV`]); `None` outside a worker or when unset.
+pub fn device_memory() -> Option<u64> {
+    std::env::var(DEVICE_MEMORY_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&b: &u64| b > 0)
+}
+
 /// Exit status of a worker whose storage failed (the trial is reaped by heartbeat).
 pub(crate) const STORAGE_FAILURE_STATUS: i32 = 3;
 /// Exit status of a worker whose coordinator disappeared.

@@ -93,6 +93,9 @@ fn objective(trial: &mut Trial) -> Result<f64, TrialError> {
     // What the worker was told its GPU is.
     let visible = std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_default();
     std::fs::write(dir.join(format!("ran-{}", trial.number())), visible).unwrap();
+    // And the memory it may treat as its card's.
+    let memory = executor::device_memory().map_or("-".to_owned(), |b| b.to_string());
+    std::fs::write(dir.join(format!("memory-{}", trial.number())), memory).unwrap();
     // The thread pools it was sized for.
     let pools = ["RAYON_NUM_THREADS", "OMP_NUM_THREADS", "HPO_TEST_EXTRA"]
         .map(|k| std::env::var(k).unwrap_or_else(|_| "-".into()))
@@ -730,7 +733,7 @@ fn executor_max_workers_caps_the_processes_below_what_memory_admits() {
 }
 
 #[test]
-fn executor_workers_see_the_gpu_they_are_placed_on() {
+fn executor_workers_see_the_gpu_they_are_placed_on_and_its_budget() {
     let (_db, url) = temp_db("visible");
     for (visible, expected) in [(None, "0"), (Some("3"), "3")] {
         let name = format!("visible-{expected}-{}", std::process::id());
@@ -745,7 +748,27 @@ fn executor_workers_see_the_gpu_they_are_placed_on() {
             .unwrap();
         let told = std::fs::read_to_string(marker_dir(&name).join("ran-0")).unwrap();
         assert_eq!(told, expected);
+        // The device's budget, not the machine's memory: hpo's cubecl-cuda
+        // sizes its memory pages from it.
+        let memory = std::fs::read_to_string(marker_dir(&name).join("memory-0")).unwrap();
+        assert_eq!(memory, (2 * GIB).to_string());
     }
+    // Several devices: each worker is told its own device's budget.
+    let name = format!("visible-budgets-{}", std::process::id());
+    let study = study_on(&url, &name);
+    enqueue(&study, "ok", 3);
+    let cfg = ProcessConfig::new(&url, Arc::new(TestEstimator))
+        .devices([GIB, 5 * GIB])
+        .visible_devices(["0", "1"])
+        .trial_timeout(Duration::from_secs(20))
+        .worker_args(worker_args());
+    study
+        .optimize_with(Optimize::new().trials(1).processes(cfg), objective)
+        .unwrap();
+    // Three GiB fit only on the second device.
+    let told = std::fs::read_to_string(marker_dir(&name).join("ran-0")).unwrap();
+    let memory = std::fs::read_to_string(marker_dir(&name).join("memory-0")).unwrap();
+    assert_eq!((told.as_str(), memory), ("1", (5 * GIB).to_string()));
 }
 
 #[test]
