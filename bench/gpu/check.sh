@@ -11,7 +11,9 @@
 #      and LD_LIBRARY_PATH set to what was found;
 #   2. tiny: one small from-scratch trial on cuda:0 in a worker process;
 #      share (2c): one small training in 1, 2 and 4 processes at once, each
-#      one's tokens/s (what sharing the device gives);
+#      one's tokens/s (what sharing the device gives); pages (2d): BERT-large
+#      trained with cubecl's memory pages sized from the card, then from the
+#      24 GiB budget (HPO_DEVICE_MEMORY), its reserved, live and NVML peaks;
 #   3. bench: hpo-burn training tokens/s (BERT-base 32x512, BERT-large
 #      16x384; f32 and bf16; first each matrix product by hpo-burn's kernel
 #      table against burn's default kernel), the same f32 shapes trained
@@ -38,7 +40,7 @@
 # product kernel after failing with the table runs them with burn's) but not
 # the training benchmark, whose
 # per-step timings say where the time went. CHECK_STEPS (default
-# "tiny share bench burn autotune torch profile oom jobs fused") runs a subset, for a second call after
+# "tiny pages share bench burn autotune torch profile oom jobs fused") runs a subset, for a second call after
 # a fix, or adds "steptime" (the executor's StepTime on the device: BERT-base
 # at micro-batches 8/16/32 x 512 and 32 x 512 recomputed); the runtime step always runs. Every step's limit is cut to what is
 # left of CHECK_DEADLINE seconds, so a call always ends with its summary.
@@ -53,7 +55,7 @@ WORK=$(mktemp -d /tmp/hpo-gpu-check.XXXXXX)
 LOGS=$WORK/logs
 mkdir -p "$LOGS"
 T0=$SECONDS
-CHECK_STEPS=" ${CHECK_STEPS:-tiny share bench burn autotune torch profile oom jobs fused} "
+CHECK_STEPS=" ${CHECK_STEPS:-tiny pages share bench burn autotune torch profile oom jobs fused} "
 CHECK_DEADLINE=${CHECK_DEADLINE:-540}
 want() { [[ "$CHECK_STEPS" == *" $1 "* ]]; }
 tmo() {
@@ -261,6 +263,25 @@ if want share && [ $TINY_OK = 1 ]; then
     done
 fi
 
+# --- 2d. memory pages: one training with cubecl's pages sized from the card, --------
+# then from the budget ($HPO_DEVICE_MEMORY, as the executor sets it on its
+# workers; hpo's patched cubecl-cuda, vendor/cubecl-cuda/PATCH.md): what a
+# heavy trial reserves (cubecl), holds live (in use) and costs the device
+# (NVML) each way, and whether its speed changes.
+if want pages && [ $TINY_OK = 1 ]; then
+    PAGES_SHAPES=${PAGES_SHAPES:-large:16x48,large:64x48}
+    [ $DRY = 1 ] && PAGES_SHAPES=tiny:4x32
+    for pages in card budget; do
+        say "2d. pages from the $pages: $PAGES_SHAPES"
+        mkdir -p "$LOGS/pages_$pages"
+        if [ $pages = budget ]; then mem=$((BUDGET_GIB << 30)); else mem=""; fi
+        HPO_DEVICE_MEMORY=$mem RUST_LOG=warn timeout "$(tmo 90)" "$BIN/gpu_training" --device "$DEVICE" \
+            --shapes "$PAGES_SHAPES" --precisions f32 --steps "$STEPS" --out "$LOGS/pages_$pages" \
+            >"$LOGS/pages_$pages.log" 2>&1
+        status "pages_$pages" $?
+    done
+fi
+
 # --- 3. training speed ---------------------------------------------------------
 bench() { # name binary [seconds shapes precisions extra-flags]
     local shapes=${4:-$SHAPES} precisions=${5:-$PRECISIONS} extra=${6:-}
@@ -399,6 +420,9 @@ done
 # and warn as if a stale-trial reaper had ended it: one coordinator and no
 # reaper here, so any such warning is the coordinator's bug.
 if want jobs && [ $TINY_OK = 1 ]; then
+    # What the runs compiled joins the cache the later steps (and
+    # KEEP_KERNELS) see, now that no run is left to start from the old one.
+    [ -d "$WORK/kernels_jobs" ] && mkdir -p "$WORK/kernels" && cp -a "$WORK/kernels_jobs/." "$WORK/kernels/"
     # The step's status is the number of warnings: 0 passes.
     status heartbeats "$(cat "$LOGS"/jobs_*.log 2>/dev/null | grep -c "heartbeat stopped")"
 fi

@@ -248,6 +248,27 @@ def share_step(out):
     return rows
 
 
+def pages_step(out):
+    """Step 2d: the same trainings with cubecl's memory pages sized from the
+    card and from the budget. Per way and shape: tokens/s and the reserved,
+    live and NVML peaks; per shape, budget-sized over card-sized for each."""
+    ways = {}
+    for way in ("card", "budget"):
+        run = load_json(os.path.join(out, f"pages_{way}", "gpu_training.json")) or {}
+        ways[way] = {f'{r["preset"]} {r["batch"]}x{r["len"]}': {
+            k: r.get(k) for k in ("tokens_per_s", "peak_device_bytes", "peak_in_use_bytes",
+                                  "nvml_process_peak_bytes", "estimate_bytes", "device_memory_env")}
+            for r in run.get("rows", [])}
+    ratios = {}
+    for shape, b in ways["budget"].items():
+        c = ways["card"].get(shape)
+        if c:
+            ratios[shape] = {k: b[k] / c[k] if b.get(k) and c.get(k) else None
+                             for k in ("tokens_per_s", "peak_device_bytes", "nvml_process_peak_bytes")}
+    return {"card": ways["card"], "budget": ways["budget"], "budget_over_card": ratios} \
+        if any(ways.values()) else {}
+
+
 def timeline(ts):
     """Each trial's start and end in seconds from the study's first start,
     with its backbone and micro-batch, and the mean number of trials in
@@ -380,6 +401,7 @@ def main():
         "products": load_json(os.path.join(out, "bench", "gpu_products.json")) or [],
         "profile": profile(out),
         "share": share_step(out),
+        "pages": pages_step(out),
         "oom": oom_step(work),
         "jobs": {j: jobs_step(out, work, j, budget_gib) for j in ("auto", "2")},
         "peaks": peaks(work),
@@ -441,6 +463,16 @@ def main():
         md += [f"| {k} | {', '.join(fmt(t, '{:.0f}') for t in r['processes_tokens_per_s'])} | "
                f"{fmt(r['tokens_per_s'], '{:.0f}')} | {fmt(r['over_one_process'], '{:.2f}')} | {fmt(r['wall_seconds'], '{:.0f}')} |"
                for k, r in summary["share"].items()]
+    if summary["pages"]:
+        gib = lambda b: fmt(b / GIB if b else None, "{:.2f}")
+        md += ["", "Memory pages sized from the card (cubecl-cuda's default) and from the budget "
+                   "(HPO_DEVICE_MEMORY, hpo's patch):", "",
+               "| shape | pages from | tokens/s | reserved GiB | in use GiB | NVML GiB | estimate GiB |",
+               "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+        for way in ("card", "budget"):
+            md += [f"| {shape} | {way} | {fmt(r['tokens_per_s'], '{:.0f}')} | {gib(r['peak_device_bytes'])} | "
+                   f"{gib(r['peak_in_use_bytes'])} | {gib(r['nvml_process_peak_bytes'])} | {gib(r['estimate_bytes'])} |"
+                   for shape, r in summary["pages"][way].items()]
     o = summary["oom"]
     md += ["", f"Forced OOM: recovered {o.get('forced_oom_recovered')}, states {o.get('states')}, "
                f"study went on {o.get('study_went_on')}, complete with a meaningless score {o.get('complete_with_meaningless_score')}"]

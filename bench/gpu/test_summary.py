@@ -222,6 +222,35 @@ class Share(unittest.TestCase):
             self.assertEqual(summary.share_step(out), {})
 
 
+class Pages(unittest.TestCase):
+    def test_each_shape_is_set_budget_against_card(self):
+        with tempfile.TemporaryDirectory() as out:
+            runs = {"card": [("large", 16, 48, 900.0, 14 * GIB_, 5 * GIB_, 15 * GIB_),
+                             ("large", 64, 48, 2000.0, 20 * GIB_, 9 * GIB_, 21 * GIB_)],
+                    "budget": [("large", 16, 48, 990.0, 7 * GIB_, 5 * GIB_, 8 * GIB_)]}
+            for way, rows in runs.items():
+                os.makedirs(os.path.join(out, f"pages_{way}"))
+                with open(os.path.join(out, f"pages_{way}", "gpu_training.json"), "w") as f:
+                    json.dump({"rows": [{"preset": p, "batch": b, "len": n, "tokens_per_s": t,
+                                         "peak_device_bytes": r, "peak_in_use_bytes": u,
+                                         "nvml_process_peak_bytes": v} for p, b, n, t, r, u, v in rows]}, f)
+            got = summary.pages_step(out)
+        r = got["budget_over_card"]
+        # Only shapes both ways ran are set against each other.
+        self.assertEqual(list(r), ["large 16x48"])
+        self.assertAlmostEqual(r["large 16x48"]["tokens_per_s"], 1.1)
+        self.assertAlmostEqual(r["large 16x48"]["peak_device_bytes"], 0.5)
+        self.assertAlmostEqual(r["large 16x48"]["nvml_process_peak_bytes"], 8 / 15)
+        self.assertEqual(got["card"]["large 64x48"]["peak_in_use_bytes"], 9 * GIB_)
+
+    def test_no_step_is_nothing(self):
+        with tempfile.TemporaryDirectory() as out:
+            self.assertEqual(summary.pages_step(out), {})
+
+
+GIB_ = 1 << 30
+
+
 class Timeline(unittest.TestCase):
     def test_spans_and_the_mean_number_running(self):
         with tempfile.TemporaryDirectory() as work:

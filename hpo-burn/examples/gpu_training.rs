@@ -243,8 +243,10 @@ fn run_shape<B: AutodiffBackend>(
         "train_loss": timed.train_loss,
         "flops_per_token": flops_per_token(&model_config, shape.len),
         "peak_device_bytes": attr("peak_device_bytes"),
+        "peak_in_use_bytes": attr("peak_in_use_bytes"),
         "nvml_process_peak_bytes": attr("nvml_process_peak_bytes"),
         "estimate_bytes": estimate.total(),
+        "device_memory_env": hpo_core::executor::device_memory(),
     }))
 }
 
@@ -509,7 +511,8 @@ fn main() -> anyhow::Result<()> {
     let mut md = format!(
         "# hpo-burn GPU training ({card_name})\n\nf32 matrix products: relative error {probe:.1e} \
          against f64 ({probe_kind}).\n\n| model | batch x len | precision | tokens/s | MFU | peak \
-         (cubecl) GiB | NVML GiB | estimate GiB |\n| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |\n"
+         (cubecl) GiB | in use GiB | NVML GiB | estimate GiB |\n| --- | --- | --- | ---: | ---: | ---: | \
+         ---: | ---: | ---: |\n"
     );
     let gib = |v: &Value| {
         v.as_f64()
@@ -522,7 +525,7 @@ fn main() -> anyhow::Result<()> {
             r["mfu_vs_tf32"].as_f64()
         });
         md.push_str(&format!(
-            "| {} | {} x {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} x {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r["preset"].as_str().unwrap_or("?"),
             r["batch"],
             r["len"],
@@ -533,6 +536,7 @@ fn main() -> anyhow::Result<()> {
             ),
             mfu.map_or("-".into(), |m| format!("{:.1}%", 100.0 * m)),
             gib(&r["peak_device_bytes"]),
+            gib(&r["peak_in_use_bytes"]),
             gib(&r["nvml_process_peak_bytes"]),
             gib(&r["estimate_bytes"]),
         ));
