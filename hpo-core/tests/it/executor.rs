@@ -1575,7 +1575,7 @@ enum DeviceEvent {
 /// The executor's recorded predictions on a real GPU (`hpo:predicted_bytes`,
 /// issue 34's item 4) are what its `Scheduler` computes from the measured
 /// peaks, replayed in the order the coordinator launched and ended the
-/// trials, several running at once: two H200 calls, `--jobs auto` and
+/// trials, several running at once: four H200 calls, `--jobs auto` and
 /// `--jobs 2` each. A change to the learned correction that would predict
 /// otherwise for these trials fails here, before it reaches a device.
 #[test]
@@ -1585,7 +1585,7 @@ fn the_gpu_checks_recorded_predictions_replay_exactly() {
         events: Vec<DeviceEvent>,
     }
     let runs: BTreeMap<String, Run> = gpu_fixture_runs("gpu_launches.json");
-    assert_eq!(runs.len(), 4);
+    assert_eq!(runs.len(), 8);
     for (name, run) in &runs {
         let mut sched = gpu_replay_scheduler::<u64>();
         let (mut launches, mut learned) = (0, 0);
