@@ -263,25 +263,6 @@ if want share && [ $TINY_OK = 1 ]; then
     done
 fi
 
-# --- 2d. memory pages: one training with cubecl's pages sized from the card, --------
-# then from the budget ($HPO_DEVICE_MEMORY, as the executor sets it on its
-# workers; hpo's patched cubecl-cuda, vendor/cubecl-cuda/PATCH.md): what a
-# heavy trial reserves (cubecl), holds live (in use) and costs the device
-# (NVML) each way, and whether its speed changes.
-if want pages && [ $TINY_OK = 1 ]; then
-    PAGES_SHAPES=${PAGES_SHAPES:-large:16x48,large:64x48}
-    [ $DRY = 1 ] && PAGES_SHAPES=tiny:4x32
-    for pages in card budget; do
-        say "2d. pages from the $pages: $PAGES_SHAPES"
-        mkdir -p "$LOGS/pages_$pages"
-        if [ $pages = budget ]; then mem=$((BUDGET_GIB << 30)); else mem=""; fi
-        HPO_DEVICE_MEMORY=$mem RUST_LOG=warn timeout "$(tmo 90)" "$BIN/gpu_training" --device "$DEVICE" \
-            --shapes "$PAGES_SHAPES" --precisions f32 --steps "$STEPS" --out "$LOGS/pages_$pages" \
-            >"$LOGS/pages_$pages.log" 2>&1
-        status "pages_$pages" $?
-    done
-fi
-
 # --- 3. training speed ---------------------------------------------------------
 bench() { # name binary [seconds shapes precisions extra-flags]
     local shapes=${4:-$SHAPES} precisions=${5:-$PRECISIONS} extra=${6:-}
@@ -293,6 +274,21 @@ bench() { # name binary [seconds shapes precisions extra-flags]
     status "$1" $?
     say "   $(compiled) kernels compiled so far"
 }
+# --- 2d. memory pages: one training with cubecl's pages sized from the card, --------
+# then from the budget ($HPO_DEVICE_MEMORY, as the executor sets it on its
+# workers; hpo's patched cubecl-cuda, vendor/cubecl-cuda/PATCH.md): what a
+# heavy trial reserves (cubecl), holds live (in use) and costs the device
+# (NVML) each way, and whether its speed changes.
+if want pages && [ $TINY_OK = 1 ]; then
+    PAGES_SHAPES=${PAGES_SHAPES:-large:16x48,large:64x48}
+    [ $DRY = 1 ] && PAGES_SHAPES=tiny:4x32
+    for pages in card budget; do
+        say "2d. pages from the $pages"
+        if [ $pages = budget ]; then mem=$((BUDGET_GIB << 30)); else mem=""; fi
+        HPO_DEVICE_MEMORY=$mem bench "pages_$pages" gpu_training 90 "$PAGES_SHAPES" f32
+    done
+fi
+
 # --products: first each matrix product of a BERT-base step by hpo-burn's
 # kernel table and by burn's default kernel, timed and compared.
 PRODUCTS=--products
