@@ -15,9 +15,11 @@
 #      trained with cubecl's memory pages sized from the card, then from the
 #      24 GiB budget (HPO_DEVICE_MEMORY), its reserved, live and NVML peaks;
 #   3. bench: hpo-burn training tokens/s (BERT-base 32x512, BERT-large
-#      16x384; f32 and bf16; first each matrix product by hpo-burn's kernel
-#      table against burn's default kernel), the same f32 shapes trained
-#      with burn's product kernel (burn: HPO_CUDA_MATMUL=burn), and the
+#      16x384; f32 and bf16; products by cuBLAS where it loads; first each
+#      matrix product by hpo-burn's kernel against burn's default kernel),
+#      the same f32 shapes trained with hpo-burn's table of cubek kernels
+#      (table: HPO_CUDA_MATMUL=table) and with burn's product kernel (burn:
+#      HPO_CUDA_MATMUL=burn), and the
 #      PyTorch reference on the same shapes
 #      (fp32, tf32, bf16 autocast), same call; profile (3c): a few steps of
 #      BERT-base 32x512 with cubecl's kernel profiler on, every kernel's
@@ -36,11 +38,11 @@
 #      device call returns at most 8 files).
 # A failed step is recorded and the next one runs. A failed runtime check
 # ends the check early; a tiny trial that fails skips the other study steps
-# (they would fail the same way; a tiny trial that completes with burn's
-# product kernel after failing with the table runs them with burn's) but not
+# (they would fail the same way; a tiny trial that completes with the
+# table of cubek kernels after failing with cuBLAS runs them with the table) but not
 # the training benchmark, whose
 # per-step timings say where the time went. CHECK_STEPS (default
-# "tiny pages share bench burn autotune torch profile oom jobs fused") runs a subset, for a second call after
+# "tiny pages share bench table burn autotune torch profile oom jobs fused") runs a subset, for a second call after
 # a fix, or adds "steptime" (the executor's StepTime on the device: BERT-base
 # at micro-batches 8/16/32 x 512 and 32 x 512 recomputed); the runtime step always runs. Every step's limit is cut to what is
 # left of CHECK_DEADLINE seconds, so a call always ends with its summary.
@@ -55,7 +57,7 @@ WORK=$(mktemp -d /tmp/hpo-gpu-check.XXXXXX)
 LOGS=$WORK/logs
 mkdir -p "$LOGS"
 T0=$SECONDS
-CHECK_STEPS=" ${CHECK_STEPS:-tiny pages share bench burn autotune torch profile oom jobs fused} "
+CHECK_STEPS=" ${CHECK_STEPS:-tiny pages share bench table burn autotune torch profile oom jobs fused} "
 CHECK_DEADLINE=${CHECK_DEADLINE:-540}
 want() { [[ "$CHECK_STEPS" == *" $1 "* ]]; }
 tmo() {
@@ -151,6 +153,9 @@ cd "$WORK"
     echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
     cat /etc/ld.so.conf.d/*.conf 2>&1
     python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.is_available())' 2>&1
+    echo "cuBLAS libraries:"
+    find / -xdev -name 'libcublas.so*' 2>/dev/null | head -8
+    ldconfig -p 2>/dev/null | grep -F libcublas.so
     nproc
     free -g
 } >"$LOGS/env.txt" 2>&1
@@ -202,14 +207,15 @@ if want tiny; then
     if [ $TINY != 0 ] || ! completed tiny; then
         TINY_OK=0
         if [ $DRY = 0 ]; then
-            # Once more with burn's product kernel: if that completes, the
-            # table broke it, and the other steps run with burn's.
-            say "   the tiny trial did not complete: once more with HPO_CUDA_MATMUL=burn"
-            HPO_CUDA_MATMUL=burn tiny_trial tiny_burn 120
-            status tiny_burn $?
-            if completed tiny_burn; then
-                say "   it completed with burn's kernel: the rest runs with HPO_CUDA_MATMUL=burn"
-                export HPO_CUDA_MATMUL=burn
+            # Once more with hpo-burn's table of cubek kernels instead of
+            # cuBLAS: if that completes, cuBLAS broke it, and the other
+            # steps run with the table.
+            say "   the tiny trial did not complete: once more with HPO_CUDA_MATMUL=table"
+            HPO_CUDA_MATMUL=table tiny_trial tiny_table 120
+            status tiny_table $?
+            if completed tiny_table; then
+                say "   it completed with the table: the rest runs with HPO_CUDA_MATMUL=table"
+                export HPO_CUDA_MATMUL=table
                 TINY_OK=1
             fi
         fi
@@ -298,6 +304,11 @@ want bench && bench bench gpu_training 150 "$SHAPES" "$PRECISIONS" "$PRODUCTS"
 # in the same call: what the table changes.
 if want burn && [ $DRY = 0 ]; then
     HPO_CUDA_MATMUL=burn bench burn gpu_training 120 "$SHAPES" f32
+fi
+# The same f32 shapes with hpo-burn's table of cubek kernels
+# (HPO_CUDA_MATMUL=table), in the same call: what cuBLAS changes.
+if want table && [ $DRY = 0 ]; then
+    HPO_CUDA_MATMUL=table bench table gpu_training 120 "$SHAPES" f32
 fi
 # Opt-in (CHECK_STEPS="steptime", a call of its own): the executor's
 # StepTime on this device, BERT-base at one length and three micro-batches

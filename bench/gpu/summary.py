@@ -84,7 +84,11 @@ def card(out):
 
 
 def bench_ratios(out):
-    runs = [load_json(os.path.join(out, d, "gpu_training.json")) or {} for d in ("bench", "burn", "autotune", "fused")]
+    steps = ("bench", "table", "burn", "autotune", "fused")
+    runs = [load_json(os.path.join(out, d, "gpu_training.json")) or {} for d in steps]
+    for step, run in zip(steps, runs):
+        for row in run.get("rows", []):
+            row["step"] = step
     ours = next((r for r in runs if r.get("card")), runs[0])
     torch = load_json(os.path.join(out, "torch_bench.json")) or {}
     ref = {(r["preset"], r["batch"], r["len"], r["mode"]): r["tokens_per_s"] for r in torch.get("rows", [])}
@@ -115,13 +119,20 @@ def bench_ratios(out):
 def variant(r):
     """Which build of the benchmark made a row (burn's defaults, autotuning,
     fusion) and, without autotuning or fusion, whose matrix-product kernels:
-    hpo-burn's table ("plain") or burn's one default ("burn matmul"; rows
-    from before the table have no "matmul" and were burn's)."""
+    the default ("plain": cuBLAS since 2026-11-28, hpo-burn's table before,
+    so rows before cuBLAS with "matmul": "table" are the earlier default),
+    hpo-burn's table when cuBLAS ran beside it ("table matmul", the `table`
+    step) or burn's one default ("burn matmul"; rows from before the table
+    have no "matmul" and were burn's)."""
     if r.get("fusion"):
         return "fused"
     if r.get("autotune"):
         return "autotune"
-    return "burn matmul" if r.get("matmul") == "burn" else "plain"
+    if r.get("matmul") == "burn":
+        return "burn matmul"
+    if r.get("matmul") == "table" and r.get("step") == "table":
+        return "table matmul"
+    return "plain"
 
 
 UNITS = {"ns": 1e-9, "µs": 1e-6, "us": 1e-6, "ms": 1e-3, "s": 1.0}
@@ -439,9 +450,10 @@ def main():
         md += [f"| {c['matmul']} | {c['kernel_cache']} | {fmt(c['trial_seconds'])} | {fmt(c['first_step_seconds'])} |"
                for c in summary["compile"]]
     if summary["products"]:
-        md += ["", "Matrix products of BERT-base 32 x 512, hpo-burn's kernel table against burn's default kernel "
+        ours = summary["products"][0].get("ours", "table")
+        md += ["", f"Matrix products of BERT-base 32 x 512, hpo-burn's ({ours}) against burn's default kernel "
                    "(ms per product; relative difference of the results):", "",
-               "| product | batch x m x k x n | table ms | burn ms | table TFLOP/s | burn TFLOP/s | rel. diff |",
+               f"| product | batch x m x k x n | {ours} ms | burn ms | {ours} TFLOP/s | burn TFLOP/s | rel. diff |",
                "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
         for p in summary["products"]:
             diff = p.get("relative_difference")

@@ -173,7 +173,11 @@ class Profile(unittest.TestCase):
 
 class Variants(unittest.TestCase):
     def test_rows_say_whose_product_kernels_ran(self):
-        self.assertEqual(summary.variant({"matmul": "table"}), "plain")
+        # The default build's kernel is "plain": cuBLAS now, the table before it.
+        self.assertEqual(summary.variant({"matmul": "cublas", "step": "bench"}), "plain")
+        self.assertEqual(summary.variant({"matmul": "table", "step": "bench"}), "plain")
+        # The table run beside cuBLAS (the `table` step) is named.
+        self.assertEqual(summary.variant({"matmul": "table", "step": "table"}), "table matmul")
         self.assertEqual(summary.variant({"matmul": "burn"}), "burn matmul")
         # Rows from before the table had no "matmul": burn's kernel, "plain" then.
         self.assertEqual(summary.variant({}), "plain")
@@ -183,7 +187,7 @@ class Variants(unittest.TestCase):
     def test_the_burn_step_is_read_beside_the_bench(self):
         row = {"preset": "base", "batch": 32, "len": 512, "precision": "f32"}
         with tempfile.TemporaryDirectory() as out:
-            for d, m, tps in (("bench", "table", 48000.0), ("burn", "burn", 35000.0)):
+            for d, m, tps in (("bench", "cublas", 120000.0), ("table", "table", 48000.0), ("burn", "burn", 35000.0)):
                 os.makedirs(os.path.join(out, d))
                 with open(os.path.join(out, d, "gpu_training.json"), "w") as f:
                     json.dump({"card": "NVIDIA H200", "matmul_f32_relative_error": 3e-4,
@@ -192,10 +196,11 @@ class Variants(unittest.TestCase):
                 json.dump({"rows": [dict(row, mode="tf32", tokens_per_s=180000.0),
                                     dict(row, mode="fp32", tokens_per_s=72000.0)]}, f)
             got = summary.bench_ratios(out)["rows"]
-        self.assertEqual([r["variant"] for r in got], ["plain", "burn matmul"])
-        self.assertEqual([r["matched_torch_mode"] for r in got], ["tf32", "tf32"])
-        self.assertAlmostEqual(got[0]["ratio_vs_torch_matched"], 48000 / 180000)
-        self.assertAlmostEqual(got[1]["ratio_vs_torch_matched"], 35000 / 180000)
+        self.assertEqual([r["variant"] for r in got], ["plain", "table matmul", "burn matmul"])
+        self.assertEqual([r["matched_torch_mode"] for r in got], ["tf32"] * 3)
+        self.assertAlmostEqual(got[0]["ratio_vs_torch_matched"], 120000 / 180000)
+        self.assertAlmostEqual(got[1]["ratio_vs_torch_matched"], 48000 / 180000)
+        self.assertAlmostEqual(got[2]["ratio_vs_torch_matched"], 35000 / 180000)
 
 
 class Share(unittest.TestCase):

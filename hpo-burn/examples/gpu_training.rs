@@ -31,10 +31,13 @@
 //! speed of 16-bit compute, not a recipe to train with).
 //!
 //! `--products` first times each matrix product of a BERT-base 32 x 512
-//! step by hpo-burn's kernel table (`hpo_burn::model::matmul`) and by burn's
-//! own product, and compares their results and gradients
-//! (`gpu_products.json`; CUDA only). `HPO_CUDA_MATMUL=burn` trains with
-//! burn's product instead of the table.
+//! step by hpo-burn's product (`hpo_burn::model::matmul`: cuBLAS where it
+//! loads, else the table of cubek kernels; each row's `ours` says which)
+//! and by burn's own product, and compares their results and gradients
+//! (`gpu_products.json`; CUDA only; the `ms_table` and `tflops_table`
+//! columns are hpo-burn's, whichever ran). `HPO_CUDA_MATMUL=table` trains
+//! with the table instead of cuBLAS, `HPO_CUDA_MATMUL=burn` with burn's
+//! product.
 //!
 //! Writes `gpu_training.json` and `gpu_training.md` to `--out`.
 
@@ -348,6 +351,7 @@ fn products<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Vec<Value>
         let flops = 2.0 * (batch * m * k * n) as f64;
         let row = json!({
             "product": what, "batch": batch, "m": m, "k": k, "n": n,
+            "ours": hpo_burn::model::matmul::product_kernel(),
             "ms_table": ms_ours, "ms_burn": ms_burn,
             "tflops_table": flops / ms_ours / 1e9, "tflops_burn": flops / ms_burn / 1e9,
             "relative_difference": relative(&ours, &burns),
@@ -404,11 +408,7 @@ fn bench<B: AutodiffBackend>(
         row["precision"] = json!(label);
         row["fusion"] = json!(cfg!(feature = "cuda-fusion"));
         row["autotune"] = json!(cfg!(feature = "cuda-autotune"));
-        row["matmul"] = json!(if hpo_burn::model::matmul::kernel_table() {
-            "table"
-        } else {
-            "burn"
-        });
+        row["matmul"] = json!(hpo_burn::model::matmul::product_kernel());
         if let (Some((f32_peak, tf32_peak, bf16_peak)), Some(tps), Some(fpt)) = (
             card,
             row["tokens_per_s"].as_f64(),

@@ -1,36 +1,46 @@
-//! Matrix products, with the kernel chosen by shape on CUDA.
+//! Matrix products on CUDA: cuBLAS first, then a table of cubek's kernels
+//! chosen by shape.
 //!
 //! Without autotuning, burn-cubecl 0.21 runs every product through one
-//! kernel (cubek's `SimpleCyclicCmma` with default tiles). On an H100,
-//! cubecl's own autotuner timed other kernels far faster on BERT's shapes:
-//! Hopper's TMA loads with warp-specialised stages (`SpecializedTmaMma`)
-//! ran BERT-large's feed-forward product at 143 TFLOP/s where a BERT-base
-//! step's products averaged 38 (`bench/results/gpu/`), but autotuning
-//! itself compiles and times ~28 kernels per shape, minutes per worker
-//! process. [`matmul`] picks the kernel from a small table by shape instead,
-//! trying the next entry when one cannot launch on a shape and burn's own
-//! product last, and registers its own backward pass (the two gradient
-//! products through the same table) with burn's autodiff graph.
+//! kernel (cubek's `SimpleCyclicCmma` with default tiles). [`matmul`] runs
+//! a product through NVIDIA's cuBLAS ([`super::cublas`], loaded at run
+//! time, on cubecl's stream) where the library loads; a product cuBLAS
+//! cannot take, or a machine without it, gets a kernel from a small table
+//! by shape, the next entry when one cannot launch on a shape, and burn's
+//! own product last. It registers its own backward pass (the two gradient
+//! products by the same route) with burn's autodiff graph.
 //!
-//! Measured on an H200 (`bench/results/gpu_check.md`, 2026-11-27): each
-//! product of a BERT-base 32 x 512 step 1.4-2.1x faster than burn's kernel,
-//! results within 4e-5 relative of burn's, training 1.37x (BERT-base
-//! 32 x 512) and 1.41x (BERT-large 16 x 384) faster; the TMA kernels take
-//! longer to compile (about 50 s more for a first small trial with an empty
-//! kernel cache, nothing once the cache holds them).
+//! The table: on an H100, cubecl's own autotuner timed other kernels far
+//! faster than burn's default on BERT's shapes (Hopper's TMA loads with
+//! warp-specialised stages, `SpecializedTmaMma`, ran BERT-large's
+//! feed-forward product at 143 TFLOP/s where a BERT-base step's products
+//! averaged 38; `bench/results/gpu/`), but autotuning itself compiles and
+//! times ~28 kernels per shape, minutes per worker process, so the table
+//! fixes the choice by shape.
 //!
-//! `HPO_CUDA_MATMUL=burn` keeps burn's kernel (to compare, or as a way
-//! out); any other value, or none, the table. Every other backend (the CPU,
-//! CUDA built with fusion, whose tensors are another type) gets burn's
-//! product.
+//! Measured on an H200 (`bench/results/gpu_check.md`, 2026-11-27): the
+//! table ran each product of a BERT-base 32 x 512 step 1.4-2.1x faster than
+//! burn's kernel and trained 1.37x (BERT-base 32 x 512) and 1.41x
+//! (BERT-large 16 x 384) faster; cuBLAS ran the large products at 196-316
+//! TFLOP/s (the table's best: 84) and trained 1.28x and 1.12x faster than
+//! the table, results within 4.3e-5 relative of burn's. The table's TMA
+//! kernels take longer to compile (about 50 s more for a first small trial
+//! with an empty kernel cache, nothing once the cache holds them); cuBLAS
+//! compiles nothing.
+//!
+//! `HPO_CUDA_MATMUL=table` skips cuBLAS, `HPO_CUDA_MATMUL=burn` keeps
+//! burn's kernel (to compare, or as a way out); any other value, or none,
+//! cuBLAS where it loads. Every other backend (the CPU, CUDA built with
+//! fusion, whose tensors are another type) gets burn's product.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 
 /// `lhs · rhs` over the last two dimensions, batched over the others:
 /// burn's [`Tensor::matmul`], but on CUDA (burn-cuda without fusion, f32 or
-/// bf16, with or without autodiff) with a kernel chosen by shape when the
-/// two have the same batch dimensions (a broadcast product takes burn's).
+/// bf16, with or without autodiff) by cuBLAS or a kernel chosen by shape
+/// when the two have the same batch dimensions (a broadcast product takes
+/// burn's).
 pub fn matmul<B: Backend, const D: usize>(lhs: Tensor<B, D>, rhs: Tensor<B, D>) -> Tensor<B, D> {
     #[cfg(feature = "cuda")]
     let (lhs, rhs) = match cuda::matmul(lhs, rhs) {
@@ -40,17 +50,22 @@ pub fn matmul<B: Backend, const D: usize>(lhs: Tensor<B, D>, rhs: Tensor<B, D>) 
     lhs.matmul(rhs)
 }
 
-/// Whether CUDA products use the table: built with `cuda` and
-/// `HPO_CUDA_MATMUL` is not `burn` (read once per process).
+/// Which kernel runs CUDA products in this process: `"cublas"`,
+/// `"table"` or `"burn"` (`HPO_CUDA_MATMUL`, read once; unset, cuBLAS when
+/// the library loads, else the table), `"burn"` without the `cuda` feature.
 #[cfg(feature = "cuda")]
-pub fn kernel_table() -> bool {
-    cuda::table_on()
+pub fn product_kernel() -> &'static str {
+    match cuda::kernel() {
+        cuda::Kernel::Cublas => "cublas",
+        cuda::Kernel::Table => "table",
+        cuda::Kernel::Burn => "burn",
+    }
 }
 
-/// Whether CUDA products use the table: never without the `cuda` feature.
+/// Which kernel runs CUDA products: burn's, without the `cuda` feature.
 #[cfg(not(feature = "cuda"))]
-pub fn kernel_table() -> bool {
-    false
+pub fn product_kernel() -> &'static str {
+    "burn"
 }
 
 /// The table's classes of products, from what cubecl's autotuner chose on
@@ -92,6 +107,7 @@ impl Shape {
 mod cuda {
     use super::Shape;
     use crate::host::{cast, recast};
+    use crate::model::cublas;
     use burn::backend::autodiff::checkpoint::base::Checkpointer;
     use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
     use burn::backend::autodiff::grads::Gradients;
@@ -115,11 +131,45 @@ mod cuda {
     type Inner<F> = CubeBackend<CudaRuntime, F, i32, u8>;
     type Args<B, const D: usize> = (Tensor<B, D>, Tensor<B, D>);
 
-    /// Whether the table is used (`HPO_CUDA_MATMUL` is not `burn`), read
-    /// once per process.
-    pub(super) fn table_on() -> bool {
-        static ON: OnceLock<bool> = OnceLock::new();
-        *ON.get_or_init(|| std::env::var("HPO_CUDA_MATMUL").map_or(true, |v| v != "burn"))
+    /// The kernels a CUDA product can run on.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(super) enum Kernel {
+        /// NVIDIA's cuBLAS ([`crate::model::cublas`]), the table where it
+        /// cannot take a product.
+        Cublas,
+        /// The table of cubek's kernels by shape.
+        Table,
+        /// burn's own product.
+        Burn,
+    }
+
+    /// `HPO_CUDA_MATMUL`'s choice, read once per process: `burn`, `table`,
+    /// or (anything else, or unset) cuBLAS where it loads.
+    pub(super) fn kernel() -> Kernel {
+        static KERNEL: OnceLock<Kernel> = OnceLock::new();
+        *KERNEL.get_or_init(|| match std::env::var("HPO_CUDA_MATMUL").as_deref() {
+            Ok("burn") => Kernel::Burn,
+            Ok("table") => Kernel::Table,
+            _ if cublas::available() => Kernel::Cublas,
+            _ => {
+                if let Err(why) = cublas::gemm_ready() {
+                    tracing::warn!("matrix products run on cubek's kernels: {why}");
+                }
+                Kernel::Table
+            }
+        })
+    }
+
+    /// A product cuBLAS did not take goes to the table; each reason is
+    /// logged once per process.
+    fn not_by_cublas(why: &str) {
+        static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+        if let Ok(mut seen) = SEEN.lock() {
+            if !seen.iter().any(|s| s == why) {
+                tracing::info!("a product cuBLAS did not take ({why}) runs on the table");
+                seen.push(why.to_string());
+            }
+        }
     }
 
     /// The product on a backend this path serves, or the arguments back.
@@ -127,7 +177,7 @@ mod cuda {
         lhs: Tensor<B, D>,
         rhs: Tensor<B, D>,
     ) -> Result<Tensor<B, D>, Args<B, D>> {
-        if !table_on() || lhs.dims()[..D - 2] != rhs.dims()[..D - 2] {
+        if kernel() == Kernel::Burn || lhs.dims()[..D - 2] != rhs.dims()[..D - 2] {
             return Err((lhs, rhs));
         }
         let args = match by_element::<B, D, f32>((lhs, rhs)) {
@@ -241,8 +291,9 @@ mod cuda {
         }
     }
 
-    /// `lhs · rhs` by the first of the table's kernels that launches on
-    /// the shape, burn's product when none does.
+    /// `lhs · rhs` by cuBLAS (unless `HPO_CUDA_MATMUL` says otherwise),
+    /// else the first of the table's kernels that launches on the shape,
+    /// else burn's product.
     fn product<F: FloatElement>(
         lhs: CubeTensor<CudaRuntime>,
         rhs: CubeTensor<CudaRuntime>,
@@ -254,6 +305,12 @@ mod cuda {
         let (m, k, n) = (ld[rank - 2], ld[rank - 1], rd[rank - 1]);
         let dtype = lhs.dtype;
         let out = init_matmul_output(&lhs, &rhs, dtype);
+        if kernel() == Kernel::Cublas {
+            match cublas::gemm(&lhs, &rhs, &out) {
+                Ok(()) => return out,
+                Err(why) => not_by_cublas(&why),
+            }
+        }
         for strategy in strategies(Shape::of(batch, m, n, k)) {
             let mut elems = MatmulElems::from_globals(&MatmulGlobalElems {
                 lhs: dtype.into(),

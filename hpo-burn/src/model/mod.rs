@@ -9,6 +9,8 @@
 
 mod config;
 pub mod cpu_ops;
+#[cfg(any(feature = "cuda", test))]
+mod cublas;
 pub mod device_ops;
 mod dropout;
 mod encoder;

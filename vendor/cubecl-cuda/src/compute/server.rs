@@ -226,7 +226,10 @@ impl ComputeServer for CudaServer {
             },
         )?;
         let memory = binding.memory.clone();
-        let resource = command.resource(binding)?;
+        let mut resource = command.resource(binding)?;
+        // hpo's patch: the caller's stream, on which a library call (cuBLAS)
+        // using the resource runs after the kernels already launched.
+        resource.stream = command.streams.current().sys;
 
         Ok(ManagedResource::new(memory, resource))
     }

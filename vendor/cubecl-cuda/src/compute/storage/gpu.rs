@@ -32,12 +32,21 @@ pub struct GpuResource {
     pub binding: *mut std::ffi::c_void,
     /// The size of the resource.
     pub size: u64,
+    /// hpo's patch: the CUDA stream of the command that fetched the
+    /// resource (`ComputeClient::get_resource`), after every kernel that
+    /// command's stream launched before; null where no command set it.
+    pub stream: cudarc::driver::sys::CUstream,
 }
 
 impl GpuResource {
     /// Creates a new [`GpuResource`].
     pub fn new(ptr: u64, binding: *mut std::ffi::c_void, size: u64) -> Self {
-        Self { ptr, binding, size }
+        Self {
+            ptr,
+            binding,
+            size,
+            stream: std::ptr::null_mut(),
+        }
     }
 }
 
