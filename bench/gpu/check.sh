@@ -15,11 +15,10 @@
 #      trained with cubecl's memory pages sized from the card, then from the
 #      24 GiB budget (HPO_DEVICE_MEMORY), its reserved, live and NVML peaks;
 #   3. bench: hpo-burn training tokens/s (BERT-base 32x512, BERT-large
-#      16x384; f32 and bf16; products by cuBLAS where it loads; first each
-#      matrix product by hpo-burn's kernel against burn's default kernel),
-#      the same f32 shapes trained with hpo-burn's table of cubek kernels
-#      (table: HPO_CUDA_MATMUL=table) and with burn's product kernel (burn:
-#      HPO_CUDA_MATMUL=burn), and the
+#      16x384; f32 and bf16; first each matrix product by hpo-burn's table
+#      against burn's default kernel), the same shapes trained with cuBLAS
+#      for the products (cublas: HPO_CUDA_MATMUL=cublas), the f32 shapes
+#      with burn's product kernel (burn: HPO_CUDA_MATMUL=burn), and the
 #      PyTorch reference on the same shapes
 #      (fp32, tf32, bf16 autocast), same call; profile (3c): a few steps of
 #      BERT-base 32x512 with cubecl's kernel profiler on, every kernel's
@@ -38,11 +37,11 @@
 #      device call returns at most 8 files).
 # A failed step is recorded and the next one runs. A failed runtime check
 # ends the check early; a tiny trial that fails skips the other study steps
-# (they would fail the same way; a tiny trial that completes with the
-# table of cubek kernels after failing with cuBLAS runs them with the table) but not
+# (they would fail the same way; a tiny trial that completes with burn's
+# product kernel after failing with the table runs them with burn's) but not
 # the training benchmark, whose
 # per-step timings say where the time went. CHECK_STEPS (default
-# "tiny pages share bench table burn autotune torch profile oom jobs fused") runs a subset, for a second call after
+# "tiny pages share bench cublas burn autotune torch profile oom jobs fused") runs a subset, for a second call after
 # a fix, or adds "steptime" (the executor's StepTime on the device: BERT-base
 # at micro-batches 8/16/32 x 512 and 32 x 512 recomputed); the runtime step always runs. Every step's limit is cut to what is
 # left of CHECK_DEADLINE seconds, so a call always ends with its summary.
@@ -57,7 +56,7 @@ WORK=$(mktemp -d /tmp/hpo-gpu-check.XXXXXX)
 LOGS=$WORK/logs
 mkdir -p "$LOGS"
 T0=$SECONDS
-CHECK_STEPS=" ${CHECK_STEPS:-tiny pages share bench table burn autotune torch profile oom jobs fused} "
+CHECK_STEPS=" ${CHECK_STEPS:-tiny pages share bench cublas burn autotune torch profile oom jobs fused} "
 CHECK_DEADLINE=${CHECK_DEADLINE:-540}
 want() { [[ "$CHECK_STEPS" == *" $1 "* ]]; }
 tmo() {
@@ -207,15 +206,14 @@ if want tiny; then
     if [ $TINY != 0 ] || ! completed tiny; then
         TINY_OK=0
         if [ $DRY = 0 ]; then
-            # Once more with hpo-burn's table of cubek kernels instead of
-            # cuBLAS: if that completes, cuBLAS broke it, and the other
-            # steps run with the table.
-            say "   the tiny trial did not complete: once more with HPO_CUDA_MATMUL=table"
-            HPO_CUDA_MATMUL=table tiny_trial tiny_table 120
-            status tiny_table $?
-            if completed tiny_table; then
-                say "   it completed with the table: the rest runs with HPO_CUDA_MATMUL=table"
-                export HPO_CUDA_MATMUL=table
+            # Once more with burn's product kernel: if that completes, the
+            # table broke it, and the other steps run with burn's.
+            say "   the tiny trial did not complete: once more with HPO_CUDA_MATMUL=burn"
+            HPO_CUDA_MATMUL=burn tiny_trial tiny_burn 120
+            status tiny_burn $?
+            if completed tiny_burn; then
+                say "   it completed with burn's kernel: the rest runs with HPO_CUDA_MATMUL=burn"
+                export HPO_CUDA_MATMUL=burn
                 TINY_OK=1
             fi
         fi
@@ -305,10 +303,10 @@ want bench && bench bench gpu_training 150 "$SHAPES" "$PRECISIONS" "$PRODUCTS"
 if want burn && [ $DRY = 0 ]; then
     HPO_CUDA_MATMUL=burn bench burn gpu_training 120 "$SHAPES" f32
 fi
-# The same f32 shapes with hpo-burn's table of cubek kernels
-# (HPO_CUDA_MATMUL=table), in the same call: what cuBLAS changes.
-if want table && [ $DRY = 0 ]; then
-    HPO_CUDA_MATMUL=table bench table gpu_training 120 "$SHAPES" f32
+# The same shapes with cuBLAS for the products (HPO_CUDA_MATMUL=cublas;
+# hpo-burn's table is the default), in the same call: what cuBLAS changes.
+if want cublas && [ $DRY = 0 ]; then
+    HPO_CUDA_MATMUL=cublas bench cublas gpu_training 120 "$SHAPES" "$PRECISIONS"
 fi
 # Opt-in (CHECK_STEPS="steptime", a call of its own): the executor's
 # StepTime on this device, BERT-base at one length and three micro-batches

@@ -84,11 +84,8 @@ def card(out):
 
 
 def bench_ratios(out):
-    steps = ("bench", "table", "burn", "autotune", "fused")
+    steps = ("bench", "table", "cublas", "burn", "autotune", "fused")
     runs = [load_json(os.path.join(out, d, "gpu_training.json")) or {} for d in steps]
-    for step, run in zip(steps, runs):
-        for row in run.get("rows", []):
-            row["step"] = step
     ours = next((r for r in runs if r.get("card")), runs[0])
     torch = load_json(os.path.join(out, "torch_bench.json")) or {}
     ref = {(r["preset"], r["batch"], r["len"], r["mode"]): r["tokens_per_s"] for r in torch.get("rows", [])}
@@ -119,19 +116,18 @@ def bench_ratios(out):
 def variant(r):
     """Which build of the benchmark made a row (burn's defaults, autotuning,
     fusion) and, without autotuning or fusion, whose matrix-product kernels:
-    the default ("plain": cuBLAS since 2026-11-28, hpo-burn's table before,
-    so rows before cuBLAS with "matmul": "table" are the earlier default),
-    hpo-burn's table when cuBLAS ran beside it ("table matmul", the `table`
-    step) or burn's one default ("burn matmul"; rows from before the table
-    have no "matmul" and were burn's)."""
+    hpo-burn's table, the default ("plain"; rows from before the table have
+    no "matmul" and were burn's, "plain" then), cuBLAS ("cublas", the
+    `cublas` step; HPO_CUDA_MATMUL=cublas) or burn's one default ("burn
+    matmul")."""
     if r.get("fusion"):
         return "fused"
     if r.get("autotune"):
         return "autotune"
     if r.get("matmul") == "burn":
         return "burn matmul"
-    if r.get("matmul") == "table" and r.get("step") == "table":
-        return "table matmul"
+    if r.get("matmul") == "cublas":
+        return "cublas"
     return "plain"
 
 

@@ -173,11 +173,9 @@ class Profile(unittest.TestCase):
 
 class Variants(unittest.TestCase):
     def test_rows_say_whose_product_kernels_ran(self):
-        # The default build's kernel is "plain": cuBLAS now, the table before it.
-        self.assertEqual(summary.variant({"matmul": "cublas", "step": "bench"}), "plain")
-        self.assertEqual(summary.variant({"matmul": "table", "step": "bench"}), "plain")
-        # The table run beside cuBLAS (the `table` step) is named.
-        self.assertEqual(summary.variant({"matmul": "table", "step": "table"}), "table matmul")
+        # The table is the default ("plain"); cuBLAS and burn's kernel are named.
+        self.assertEqual(summary.variant({"matmul": "table"}), "plain")
+        self.assertEqual(summary.variant({"matmul": "cublas"}), "cublas")
         self.assertEqual(summary.variant({"matmul": "burn"}), "burn matmul")
         # Rows from before the table had no "matmul": burn's kernel, "plain" then.
         self.assertEqual(summary.variant({}), "plain")
@@ -187,6 +185,8 @@ class Variants(unittest.TestCase):
     def test_the_burn_step_is_read_beside_the_bench(self):
         row = {"preset": "base", "batch": 32, "len": 512, "precision": "f32"}
         with tempfile.TemporaryDirectory() as out:
+            # The fourth H200 check ran cuBLAS in the bench step and the table
+            # in a step of its own; later checks the other way round.
             for d, m, tps in (("bench", "cublas", 120000.0), ("table", "table", 48000.0), ("burn", "burn", 35000.0)):
                 os.makedirs(os.path.join(out, d))
                 with open(os.path.join(out, d, "gpu_training.json"), "w") as f:
@@ -196,7 +196,7 @@ class Variants(unittest.TestCase):
                 json.dump({"rows": [dict(row, mode="tf32", tokens_per_s=180000.0),
                                     dict(row, mode="fp32", tokens_per_s=72000.0)]}, f)
             got = summary.bench_ratios(out)["rows"]
-        self.assertEqual([r["variant"] for r in got], ["plain", "table matmul", "burn matmul"])
+        self.assertEqual([r["variant"] for r in got], ["cublas", "plain", "burn matmul"])
         self.assertEqual([r["matched_torch_mode"] for r in got], ["tf32"] * 3)
         self.assertAlmostEqual(got[0]["ratio_vs_torch_matched"], 120000 / 180000)
         self.assertAlmostEqual(got[1]["ratio_vs_torch_matched"], 48000 / 180000)

@@ -31,13 +31,13 @@
 //! speed of 16-bit compute, not a recipe to train with).
 //!
 //! `--products` first times each matrix product of a BERT-base 32 x 512
-//! step by hpo-burn's product (`hpo_burn::model::matmul`: cuBLAS where it
-//! loads, else the table of cubek kernels; each row's `ours` says which)
-//! and by burn's own product, and compares their results and gradients
-//! (`gpu_products.json`; CUDA only; the `ms_table` and `tflops_table`
-//! columns are hpo-burn's, whichever ran). `HPO_CUDA_MATMUL=table` trains
-//! with the table instead of cuBLAS, `HPO_CUDA_MATMUL=burn` with burn's
-//! product.
+//! step by hpo-burn's product (`hpo_burn::model::matmul`: the table of
+//! cubek kernels, or cuBLAS with `HPO_CUDA_MATMUL=cublas`; each row's
+//! `ours` says which) and by burn's own product, and compares their results
+//! and gradients (`gpu_products.json`; CUDA only; the `ms_table` and
+//! `tflops_table` columns are hpo-burn's, whichever ran).
+//! `HPO_CUDA_MATMUL=cublas` trains with cuBLAS's products,
+//! `HPO_CUDA_MATMUL=burn` with burn's.
 //!
 //! Writes `gpu_training.json` and `gpu_training.md` to `--out`.
 

@@ -17,12 +17,23 @@
 //! every kernel launched after it, as cubecl's own kernels do. Memory stays
 //! cubecl's: the output is allocated by cubecl before the call.
 //!
+//! Measured on an H200 (2026-11-27, fourth check, one call): where the
+//! device is the bottleneck it pays (BERT-base 32 x 512 trained 1.28x
+//! faster than with the table, BERT-large 16 x 384 1.12x); `criteria`'s
+//! small trials took 10-40 % longer with it, trial for trial, so the path
+//! is opt-in (`HPO_CUDA_MATMUL=cublas`, [`super::matmul`]). The likely
+//! price, not yet separated on a device: each `get_resource` is a blocking
+//! round trip to cubecl's device thread, which first queues everything
+//! launched before it, so at every product the host waits for that thread
+//! instead of running ahead; and `cublasSetStream` at every product, which
+//! resets cuBLAS's workspace.
+//!
 //! Anything this path cannot do (no library found, an unsupported element
 //! type or layout, a failed call) returns an error and the caller takes the
 //! next kernel; the first reason is logged once per process.
 
 #[cfg(feature = "cuda")]
-pub(crate) use ffi::{available, gemm, gemm_ready};
+pub(crate) use ffi::{gemm, gemm_ready};
 
 /// One operand's last two dimensions as cuBLAS sees them (column-major).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,11 +219,6 @@ mod ffi {
     fn library() -> Result<&'static Library, String> {
         static LIB: OnceLock<Result<Library, String>> = OnceLock::new();
         LIB.get_or_init(load).as_ref().map_err(Clone::clone)
-    }
-
-    /// Whether cuBLAS can be loaded in this process (loads it once).
-    pub(crate) fn available() -> bool {
-        library().is_ok()
     }
 
     /// Why cuBLAS cannot be loaded, if it cannot.

@@ -1,14 +1,15 @@
-//! Matrix products on CUDA: cuBLAS first, then a table of cubek's kernels
-//! chosen by shape.
+//! Matrix products on CUDA: a table of cubek's kernels chosen by shape, or
+//! NVIDIA's cuBLAS on request.
 //!
 //! Without autotuning, burn-cubecl 0.21 runs every product through one
-//! kernel (cubek's `SimpleCyclicCmma` with default tiles). [`matmul`] runs
-//! a product through NVIDIA's cuBLAS ([`super::cublas`], loaded at run
-//! time, on cubecl's stream) where the library loads; a product cuBLAS
-//! cannot take, or a machine without it, gets a kernel from a small table
-//! by shape, the next entry when one cannot launch on a shape, and burn's
-//! own product last. It registers its own backward pass (the two gradient
-//! products by the same route) with burn's autodiff graph.
+//! kernel (cubek's `SimpleCyclicCmma` with default tiles). [`matmul`] picks
+//! the kernel from a small table by shape instead, trying the next entry
+//! when one cannot launch on a shape and burn's own product last, and
+//! registers its own backward pass (the two gradient products by the same
+//! route) with burn's autodiff graph. With `HPO_CUDA_MATMUL=cublas` it runs
+//! products through cuBLAS (hpo-burn's `model::cublas`, loaded at run time, queued
+//! on cubecl's stream) where the library loads, the table where cuBLAS
+//! cannot take a product.
 //!
 //! The table: on an H100, cubecl's own autotuner timed other kernels far
 //! faster than burn's default on BERT's shapes (Hopper's TMA loads with
@@ -21,17 +22,21 @@
 //! Measured on an H200 (`bench/results/gpu_check.md`, 2026-11-27): the
 //! table ran each product of a BERT-base 32 x 512 step 1.4-2.1x faster than
 //! burn's kernel and trained 1.37x (BERT-base 32 x 512) and 1.41x
-//! (BERT-large 16 x 384) faster; cuBLAS ran the large products at 196-316
-//! TFLOP/s (the table's best: 84) and trained 1.28x and 1.12x faster than
-//! the table, results within 4.3e-5 relative of burn's. The table's TMA
-//! kernels take longer to compile (about 50 s more for a first small trial
-//! with an empty kernel cache, nothing once the cache holds them); cuBLAS
-//! compiles nothing.
+//! (BERT-large 16 x 384) faster. cuBLAS ran the large products at 196-316
+//! TFLOP/s (the table's best: 84), results within 4.3e-5 relative of
+//! burn's, and trained those two shapes 1.28x and 1.12x faster than the
+//! table; but `criteria`'s small trials (16-64 texts of 32-56 tokens) took
+//! 10-40 % longer with it, trial for trial, which is why it is not the
+//! default (each product waits for cubecl's device thread to hand over the
+//! tensors' memory, so the host no longer runs ahead of the device; see
+//! the book's "Training with burn"). The table's TMA kernels take longer
+//! to compile (about 50 s more for a first small trial with an empty kernel
+//! cache, nothing once the cache holds them); cuBLAS compiles nothing.
 //!
-//! `HPO_CUDA_MATMUL=table` skips cuBLAS, `HPO_CUDA_MATMUL=burn` keeps
+//! `HPO_CUDA_MATMUL=cublas` asks for cuBLAS, `HPO_CUDA_MATMUL=burn` keeps
 //! burn's kernel (to compare, or as a way out); any other value, or none,
-//! cuBLAS where it loads. Every other backend (the CPU, CUDA built with
-//! fusion, whose tensors are another type) gets burn's product.
+//! the table. Every other backend (the CPU, CUDA built with fusion, whose
+//! tensors are another type) gets burn's product.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
@@ -51,8 +56,9 @@ pub fn matmul<B: Backend, const D: usize>(lhs: Tensor<B, D>, rhs: Tensor<B, D>) 
 }
 
 /// Which kernel runs CUDA products in this process: `"cublas"`,
-/// `"table"` or `"burn"` (`HPO_CUDA_MATMUL`, read once; unset, cuBLAS when
-/// the library loads, else the table), `"burn"` without the `cuda` feature.
+/// `"table"` or `"burn"` (`HPO_CUDA_MATMUL`, read once; unset, the table;
+/// `cublas` where the library does not load, the table), `"burn"` without
+/// the `cuda` feature.
 #[cfg(feature = "cuda")]
 pub fn product_kernel() -> &'static str {
     match cuda::kernel() {
@@ -134,8 +140,8 @@ mod cuda {
     /// The kernels a CUDA product can run on.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub(super) enum Kernel {
-        /// NVIDIA's cuBLAS ([`crate::model::cublas`]), the table where it
-        /// cannot take a product.
+        /// NVIDIA's cuBLAS (`model::cublas`; `HPO_CUDA_MATMUL=cublas`),
+        /// the table where it cannot take a product.
         Cublas,
         /// The table of cubek's kernels by shape.
         Table,
@@ -143,20 +149,21 @@ mod cuda {
         Burn,
     }
 
-    /// `HPO_CUDA_MATMUL`'s choice, read once per process: `burn`, `table`,
-    /// or (anything else, or unset) cuBLAS where it loads.
+    /// `HPO_CUDA_MATMUL`'s choice, read once per process: `burn`, `cublas`
+    /// (where the library loads, else the table, with a warning), or
+    /// (anything else, or unset) the table.
     pub(super) fn kernel() -> Kernel {
         static KERNEL: OnceLock<Kernel> = OnceLock::new();
         *KERNEL.get_or_init(|| match std::env::var("HPO_CUDA_MATMUL").as_deref() {
             Ok("burn") => Kernel::Burn,
-            Ok("table") => Kernel::Table,
-            _ if cublas::available() => Kernel::Cublas,
-            _ => {
-                if let Err(why) = cublas::gemm_ready() {
-                    tracing::warn!("matrix products run on cubek's kernels: {why}");
+            Ok("cublas") => match cublas::gemm_ready() {
+                Ok(()) => Kernel::Cublas,
+                Err(why) => {
+                    tracing::warn!("HPO_CUDA_MATMUL=cublas, but {why}: products run on the table");
+                    Kernel::Table
                 }
-                Kernel::Table
-            }
+            },
+            _ => Kernel::Table,
         })
     }
 
@@ -291,9 +298,9 @@ mod cuda {
         }
     }
 
-    /// `lhs · rhs` by cuBLAS (unless `HPO_CUDA_MATMUL` says otherwise),
-    /// else the first of the table's kernels that launches on the shape,
-    /// else burn's product.
+    /// `lhs · rhs` by cuBLAS (when `HPO_CUDA_MATMUL=cublas`), else the
+    /// first of the table's kernels that launches on the shape, else
+    /// burn's product.
     fn product<F: FloatElement>(
         lhs: CubeTensor<CudaRuntime>,
         rhs: CubeTensor<CudaRuntime>,
