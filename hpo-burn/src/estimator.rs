@@ -129,13 +129,28 @@ impl StepTime {
 pub const BURN_CUDA_F32_CALIBRATION: f64 = 1.73;
 
 /// One worker process's CUDA context and what the driver holds for it:
-/// NVML's per-process figure minus cubecl's reserved bytes, with cuBLAS
-/// loaded for the products (the default, `model::cublas`): median 0.60 GiB
-/// (642 MB; 625-654 MB) over 30 trials of one call on an NVIDIA H200
-/// (driver 580.159.04, CUDA 13.0; book: "Parallel trials on one GPU"). It
-/// was 0.52-0.54 GiB (555-588 MB) without cuBLAS, and the recorded runs of
-/// the GPU checks before 2026-11-27's fourth were admitted with 560 MB.
-pub const CUDA_CONTEXT_BYTES: u64 = 640_000_000;
+/// NVML's per-process figure minus cubecl's reserved bytes, products by
+/// hpo-burn's table (the default): median 0.54 GiB (575 MB; 558-588 MB) over
+/// 51 trials of one call on an NVIDIA H200 (driver 580.159.04, CUDA 13.0;
+/// book: "Parallel trials on one GPU"); earlier calls 555-560 MB, the
+/// constant until then (560 MB).
+pub const CUDA_CONTEXT_BYTES: u64 = 575_000_000;
+
+/// [`CUDA_CONTEXT_BYTES`] with cuBLAS loaded for the products
+/// (`HPO_CUDA_MATMUL=cublas`): median 0.60 GiB (642 MB; 625-654 MB) over 30
+/// trials of the next call on the same card.
+pub const CUDA_CONTEXT_BYTES_CUBLAS: u64 = 640_000_000;
+
+/// The context a CUDA worker of this process's environment holds:
+/// [`CUDA_CONTEXT_BYTES_CUBLAS`] where `HPO_CUDA_MATMUL=cublas` (workers
+/// inherit the coordinator's environment), else [`CUDA_CONTEXT_BYTES`].
+pub fn cuda_context_bytes() -> u64 {
+    if std::env::var("HPO_CUDA_MATMUL").as_deref() == Ok("cublas") {
+        CUDA_CONTEXT_BYTES_CUBLAS
+    } else {
+        CUDA_CONTEXT_BYTES
+    }
+}
 
 impl Sizing {
     /// The sizing of `spec` run on `task` (as [`crate::run`] would run it):

@@ -96,7 +96,8 @@ impl DeviceArg {
     /// The memory worker processes on this device are admitted by: the
     /// machine's on the CPU; on CUDA the device's total (NVML), the device
     /// as this process's `CUDA_VISIBLE_DEVICES` names it, one CUDA context
-    /// per worker process and half a GiB kept free.
+    /// per worker process ([`crate::estimator::cuda_context_bytes`]) and
+    /// half a GiB kept free.
     pub fn memory(self) -> Result<Memory> {
         match self {
             DeviceArg::Cpu => Ok(Memory::Host),
@@ -106,7 +107,7 @@ impl DeviceArg {
                     crate::nvml::inherited_visible().as_deref(),
                     index,
                 )?,
-                context: crate::estimator::CUDA_CONTEXT_BYTES,
+                context: crate::estimator::cuda_context_bytes(),
                 headroom: GIB / 2,
             }),
         }

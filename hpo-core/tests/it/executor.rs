@@ -1438,10 +1438,10 @@ fn executor_placement_across_two_simulated_devices() {
 }
 
 /// What a CUDA worker process holds beside its allocations, as the GPU
-/// checks' executor added it until cuBLAS came in
-/// (hpo_burn::CUDA_CONTEXT_BYTES, which hpo-core does not depend on; 640 MB
-/// since): the recorded peaks of `gpu_peaks.json` and the launch runs that
-/// name no context of their own.
+/// checks' executor added it until 2026-11-27's fourth check
+/// (hpo_burn::CUDA_CONTEXT_BYTES, which hpo-core does not depend on; 575 MB
+/// since, 640 MB with cuBLAS): the recorded peaks of `gpu_peaks.json` and
+/// the launch runs that name no context of their own.
 const GPU_CONTEXT: u64 = 560_000_000;
 
 /// A scheduler for replaying a GPU check: one device with room for
