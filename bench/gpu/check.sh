@@ -32,6 +32,8 @@
 #      COMPLETE after relaunches at smaller micro-batches;
 #   5. jobs: criteria --jobs auto --memory-budget 24GiB against --jobs 2 on
 #      the same budget and time, NVML's device memory sampled throughout;
+#      kernels (5b, opt-in): one short criteria study with the table of
+#      product kernels, then with cuBLAS, trial durations paired by number;
 #   6. summary: bench/gpu/summary.py reads every log and study into
 #      gpu_check.json and gpu_check.md; every log goes into logs.tar.xz (a
 #      device call returns at most 8 files).
@@ -418,6 +420,28 @@ for jobs in auto 2; do
     [ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null
     status "jobs_$jobs" $rc
 done
+
+# --- 5b. products by kernel in criteria's own trials (opt-in, CHECK_STEPS="kernels") ---
+# The same short study (--jobs KERNELS_JOBS, KERNELS_SECONDS) with the
+# table of cubek kernels, then with cuBLAS, each from its own copy of the
+# kernel cache, same seed: trial for trial, what cuBLAS does to criteria's
+# small trials on one machine (the fourth H200 check saw them 10-40 %
+# slower with cuBLAS, across two machines; KERNELS_JOBS=1 takes the other
+# processes out of it).
+if want kernels && [ $TINY_OK = 1 ] && [ $DRY = 0 ]; then
+    KERNELS_SECONDS=${KERNELS_SECONDS:-60}
+    for m in table cublas; do
+        rm -rf "$WORK/kernels_k"
+        [ -d "$WORK/kernels" ] && cp -a "$WORK/kernels" "$WORK/kernels_k"
+        say "5b. kernels: criteria --jobs ${KERNELS_JOBS:-2} with HPO_CUDA_MATMUL=$m for ${KERNELS_SECONDS}s"
+        HPO_CUDA_MATMUL=$m HPO_KERNEL_CACHE=$WORK/kernels_k RUST_LOG=$QUIET_LOG \
+            timeout "$(tmo $((KERNELS_SECONDS + 60)))" "$BIN/criteria" --from-scratch \
+            --device "$DEVICE" --data "$TWEETS" --storage "sqlite:///$WORK/kernels_$m.db" \
+            --study "kernels-$m" --trials 200 --timeout "$KERNELS_SECONDS" --jobs "${KERNELS_JOBS:-2}" \
+            --memory-budget "${BUDGET_GIB}GiB" --trial-timeout 90 >"$LOGS/kernels_$m.log" 2>&1
+        status "kernels_$m" $?
+    done
+fi
 
 # Both runs stop at their --timeout with trials sampled ahead and not
 # started, which the coordinator gives back (failed, a WAITING copy

@@ -276,6 +276,33 @@ def pages_step(out):
         if any(ways.values()) else {}
 
 
+TRIAL_LINE = re.compile(r"^trial +(\d+) +(complete|pruned) +macro-F1 +\S+ +([\d.]+)s")
+
+
+def trial_seconds(log):
+    """criteria's log: each complete or pruned trial's own seconds, by number."""
+    out = {}
+    for line in read(log).splitlines():
+        m = TRIAL_LINE.match(line)
+        if m:
+            out[int(m.group(1))] = float(m.group(3))
+    return out
+
+
+def kernels_step(out):
+    """Step 5b: the same short criteria study with the table and with cuBLAS
+    for the products; trials paired by number (the same seed samples the same
+    configurations), cuBLAS's seconds over the table's."""
+    runs = {m: trial_seconds(os.path.join(out, f"kernels_{m}.log")) for m in ("table", "cublas")}
+    if not any(runs.values()):
+        return {}
+    pairs = sorted(set(runs["table"]) & set(runs["cublas"]))
+    ratios = [runs["cublas"][n] / runs["table"][n] for n in pairs if runs["table"][n] > 0]
+    return {"table_seconds": runs["table"], "cublas_seconds": runs["cublas"], "paired": len(ratios),
+            "cublas_over_table_median": statistics.median(ratios) if ratios else None,
+            "cublas_over_table_range": [min(ratios), max(ratios)] if ratios else None}
+
+
 def timeline(ts):
     """Each trial's start and end in seconds from the study's first start,
     with its backbone and micro-batch, and the mean number of trials in
@@ -409,6 +436,7 @@ def main():
         "profile": profile(out),
         "share": share_step(out),
         "pages": pages_step(out),
+        "kernels": kernels_step(out),
         "oom": oom_step(work),
         "jobs": {j: jobs_step(out, work, j, budget_gib) for j in ("auto", "2")},
         "peaks": peaks(work),
@@ -481,6 +509,11 @@ def main():
             md += [f"| {shape} | {way} | {fmt(r['tokens_per_s'], '{:.0f}')} | {gib(r['peak_device_bytes'])} | "
                    f"{gib(r['peak_in_use_bytes'])} | {gib(r['nvml_process_peak_bytes'])} | {gib(r['estimate_bytes'])} |"
                    for shape, r in summary["pages"][way].items()]
+    k = summary["kernels"]
+    if k:
+        md += ["", f"criteria's trials with cuBLAS over the table (step 5b): {k['paired']} paired, median "
+                   f"{fmt(k['cublas_over_table_median'], '{:.2f}')}, range "
+                   f"{', '.join(fmt(v, '{:.2f}') for v in (k['cublas_over_table_range'] or []))}"]
     o = summary["oom"]
     md += ["", f"Forced OOM: recovered {o.get('forced_oom_recovered')}, states {o.get('states')}, "
                f"study went on {o.get('study_went_on')}, complete with a meaningless score {o.get('complete_with_meaningless_score')}"]

@@ -171,6 +171,36 @@ class Profile(unittest.TestCase):
             self.assertEqual(summary.profile(out), {"ran": False})
 
 
+class Kernels(unittest.TestCase):
+    def test_trials_are_paired_by_number_across_the_two_runs(self):
+        logs = {
+            # criteria's own lines, as the fourth H200 check logged them.
+            "table": ["trial   0 complete   macro-F1 0.2719   10.0s  backbone=\"Heavy\"  [run at 16 x 2]",
+                      "trial   1 pruned     macro-F1 0.1573    8.0s  backbone=\"Light\"",
+                      "trial   2 oom        macro-F1 -         3.0s  backbone=\"Light\"",
+                      "trial   3 complete   macro-F1 0.2719    5.0s  backbone=\"Light\""],
+            "cublas": ["\x1b[2m2026-11-27T21:11:51Z\x1b[0m INFO worker started trial=0",
+                       "trial   1 pruned     macro-F1 0.1573   12.0s  backbone=\"Light\"",
+                       "trial   0 complete   macro-F1 0.2719   11.0s  backbone=\"Heavy\"",
+                       "trial   2 complete   macro-F1 0.2719    9.0s  backbone=\"Light\""],
+        }
+        with tempfile.TemporaryDirectory() as out:
+            for m, lines in logs.items():
+                with open(os.path.join(out, f"kernels_{m}.log"), "w") as f:
+                    f.write("\n".join(lines) + "\n")
+            got = summary.kernels_step(out)
+        # Trial 2 ran out of memory with the table and trial 3 never ran
+        # with cuBLAS: only 0 and 1 pair.
+        self.assertEqual(got["paired"], 2)
+        self.assertAlmostEqual(got["cublas_over_table_median"], (1.1 + 1.5) / 2)
+        self.assertEqual(got["cublas_over_table_range"], [1.1, 1.5])
+        self.assertEqual(got["table_seconds"], {0: 10.0, 1: 8.0, 3: 5.0})
+
+    def test_no_logs_is_no_step(self):
+        with tempfile.TemporaryDirectory() as out:
+            self.assertEqual(summary.kernels_step(out), {})
+
+
 class Variants(unittest.TestCase):
     def test_rows_say_whose_product_kernels_ran(self):
         # The table is the default ("plain"); cuBLAS and burn's kernel are named.

@@ -20,13 +20,16 @@
 //! Measured on an H200 (2026-11-27, fourth check, one call): where the
 //! device is the bottleneck it pays (BERT-base 32 x 512 trained 1.28x
 //! faster than with the table, BERT-large 16 x 384 1.12x); `criteria`'s
-//! small trials took 10-40 % longer with it, trial for trial, so the path
-//! is opt-in (`HPO_CUDA_MATMUL=cublas`, [`super::matmul`]). The likely
-//! price, not yet separated on a device: each `get_resource` is a blocking
-//! round trip to cubecl's device thread, which first queues everything
-//! launched before it, so at every product the host waits for that thread
-//! instead of running ahead; and `cublasSetStream` at every product, which
-//! resets cuBLAS's workspace.
+//! small trials, three or four processes sharing the device, took 10-40 %
+//! longer with it, trial for trial (one small trial alone: the same time),
+//! so the path is opt-in (`HPO_CUDA_MATMUL=cublas`, [`super::matmul`]).
+//! Suspects, not yet separated on a device: each `get_resource` is a
+//! blocking round trip to cubecl's device thread, which first queues
+//! everything launched before it, so at every product the host waits for
+//! that thread instead of running ahead; `cublasSetStream` at every
+//! product, which resets cuBLAS's workspace (since then called only when
+//! the stream changes, not yet measured); and the machine (each call of
+//! that check had a fresh one).
 //!
 //! Anything this path cannot do (no library found, an unsupported element
 //! type or layout, a failed call) returns an error and the caller takes the
@@ -230,6 +233,8 @@ mod ffi {
         /// This thread's cuBLAS handle (one per thread, as cuBLAS advises),
         /// created at its first product; null until then or if creating failed.
         static HANDLE: std::cell::Cell<Handle> = const { std::cell::Cell::new(std::ptr::null_mut()) };
+        /// The stream this thread's handle was last set to (null: none yet).
+        static STREAM: std::cell::Cell<*mut c_void> = const { std::cell::Cell::new(std::ptr::null_mut()) };
     }
 
     fn handle(lib: &Library) -> Result<Handle, String> {
@@ -246,6 +251,26 @@ mod ffi {
                 h.set(new);
             }
             Ok(h.get())
+        })
+    }
+
+    /// Points this thread's handle `h` at `stream`, only when it points
+    /// elsewhere: `cublasSetStream` also resets cuBLAS's workspace, which a
+    /// call per product need not pay.
+    fn on_stream(lib: &Library, h: Handle, stream: *mut c_void) -> Result<(), String> {
+        STREAM.with(|current| {
+            if current.get() == stream {
+                return Ok(());
+            }
+            // SAFETY: `h` is this thread's handle and `stream` a live stream
+            // of the primary context it was created on.
+            let status = unsafe { (lib.set_stream)(h, stream) };
+            if status != 0 {
+                current.set(std::ptr::null_mut());
+                return Err(format!("cublasSetStream failed (status {status})"));
+            }
+            current.set(stream);
+            Ok(())
         })
     }
 
@@ -323,12 +348,7 @@ mod ffi {
             return Err("cubecl-cuda without hpo's patch (no stream)".into());
         }
         let h = handle(lib)?;
-        // SAFETY: `h` is this thread's handle and `stream` a live stream of the
-        // primary context it was created on.
-        let status = unsafe { (lib.set_stream)(h, stream.cast()) };
-        if status != 0 {
-            return Err(format!("cublasSetStream failed (status {status})"));
-        }
+        on_stream(lib, h, stream.cast())?;
         let (one, zero) = (1.0f32, 0.0f32);
         for call in 0..calls {
             // This call's offset in each tensor, in elements.

@@ -26,10 +26,10 @@
 //! TFLOP/s (the table's best: 84), results within 4.3e-5 relative of
 //! burn's, and trained those two shapes 1.28x and 1.12x faster than the
 //! table; but `criteria`'s small trials (16-64 texts of 32-56 tokens) took
-//! 10-40 % longer with it, trial for trial, which is why it is not the
-//! default (each product waits for cubecl's device thread to hand over the
-//! tensors' memory, so the host no longer runs ahead of the device; see
-//! the book's "Training with burn"). The table's TMA kernels take longer
+//! 10-40 % longer with it, trial for trial, several processes sharing the
+//! device, which is why it is not the default (the suspects, not yet
+//! separated: `super::cublas`'s module documentation). The table's TMA
+//! kernels take longer
 //! to compile (about 50 s more for a first small trial with an empty kernel
 //! cache, nothing once the cache holds them); cuBLAS compiles nothing.
 //!
