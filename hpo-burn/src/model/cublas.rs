@@ -410,47 +410,28 @@ mod tests {
 
     #[test]
     fn row_major_and_transposed_views_are_read_without_copies() {
-        // A contiguous 3 x 5 matrix, and the transposed view of a 5 x 3 one.
-        assert_eq!(
-            layout(3, 5, 5, 1),
-            Some(Operand {
-                transposed: false,
-                ld: 5
-            })
-        );
-        assert_eq!(
-            layout(3, 5, 1, 3),
-            Some(Operand {
-                transposed: true,
-                ld: 3
-            })
-        );
-        // A row of a wider matrix keeps its row stride as the leading dimension.
-        assert_eq!(
-            layout(4, 64, 768, 1),
-            Some(Operand {
-                transposed: false,
-                ld: 768
-            })
-        );
-        // One row or one column: either reading works; the leading
-        // dimension is at least what cuBLAS requires.
-        assert_eq!(
-            layout(1, 7, 0, 1),
-            Some(Operand {
-                transposed: false,
-                ld: 7
-            })
-        );
-        assert_eq!(
-            layout(7, 1, 1, 0),
-            Some(Operand {
-                transposed: false,
-                ld: 1
-            })
-        );
-        // Neither stride 1: not readable as a matrix.
-        assert_eq!(layout(3, 5, 10, 2), None);
+        let read = |transposed, ld| Some(Operand { transposed, ld });
+        // (rows, cols, row stride, col stride) and how cuBLAS reads it.
+        let cases = [
+            // A contiguous 3 x 5 matrix, and the transposed view of a 5 x 3 one.
+            ((3, 5, 5, 1), read(false, 5)),
+            ((3, 5, 1, 3), read(true, 3)),
+            // A row of a wider matrix keeps its row stride as the leading dimension.
+            ((4, 64, 768, 1), read(false, 768)),
+            // One row or one column: either reading works; the leading
+            // dimension is at least what cuBLAS requires.
+            ((1, 7, 0, 1), read(false, 7)),
+            ((7, 1, 1, 0), read(false, 1)),
+            // Neither stride 1: not readable as a matrix.
+            ((3, 5, 10, 2), None),
+        ];
+        for ((rows, cols, rs, cs), want) in cases {
+            assert_eq!(
+                layout(rows, cols, rs, cs),
+                want,
+                "{rows} x {cols} by ({rs}, {cs})"
+            );
+        }
     }
 
     #[test]
