@@ -393,15 +393,24 @@ else
 fi
 
 # --- 5. --jobs auto against --jobs 2 -------------------------------------------------
-# Each run starts from its own copy of the kernel cache as the earlier steps
-# left it ($WORK/kernels, which the runs do not write): compiling a
-# backbone's kernels costs tens of seconds, and the run that went second used
-# to find them compiled by the first (so --jobs 2, always second, ran its
-# first trials warm).
+# timed_study NAME JOBS SECONDS SLACK: criteria's study NAME.db (--jobs
+# JOBS, --timeout SECONDS, the budget) within SECONDS + SLACK, logging to
+# NAME.log, from its own copy of the kernel cache as the earlier steps left
+# it ($WORK/kernels, which the run does not write: compiling a backbone's
+# kernels costs tens of seconds, and the run that went second used to find
+# them compiled by the first, so --jobs 2, always second, ran its first
+# trials warm). The caller's environment (HPO_CUDA_MATMUL) passes through.
+timed_study() {
+    rm -rf "$WORK/kernels_$1"
+    [ -d "$WORK/kernels" ] && cp -a "$WORK/kernels" "$WORK/kernels_$1"
+    HPO_KERNEL_CACHE=$WORK/kernels_$1 RUST_LOG=$QUIET_LOG timeout "$(tmo $(($3 + $4)))" "$BIN/criteria" --from-scratch \
+        --device "$DEVICE" --data "$TWEETS" --storage "sqlite:///$WORK/$1.db" \
+        --study "${1//_/-}" --trials 200 --timeout "$3" --jobs "$2" \
+        --memory-budget "${BUDGET_GIB}GiB" --trial-timeout 90 $STUDY_FLAGS $JOB_FLAGS \
+        >"$LOGS/$1.log" 2>&1
+}
 for jobs in auto 2; do
     { want jobs && [ $TINY_OK = 1 ]; } || break
-    rm -rf "$WORK/kernels_jobs"
-    [ -d "$WORK/kernels" ] && cp -a "$WORK/kernels" "$WORK/kernels_jobs"
     say "5. criteria --jobs $jobs --memory-budget ${BUDGET_GIB}GiB for ${JOB_SECONDS}s"
     SAMPLER=""
     if [ $DRY = 0 ]; then
@@ -410,11 +419,7 @@ for jobs in auto 2; do
         SAMPLER=$!
     fi
     start=$SECONDS
-    HPO_KERNEL_CACHE=$WORK/kernels_jobs RUST_LOG=$QUIET_LOG timeout "$(tmo $((JOB_SECONDS + 100)))" "$BIN/criteria" --from-scratch \
-        --device "$DEVICE" --data "$TWEETS" --storage "sqlite:///$WORK/jobs_$jobs.db" \
-        --study "jobs-$jobs" --trials 200 --timeout "$JOB_SECONDS" --jobs "$jobs" \
-        --memory-budget "${BUDGET_GIB}GiB" --trial-timeout 90 $STUDY_FLAGS $JOB_FLAGS \
-        >"$LOGS/jobs_$jobs.log" 2>&1
+    timed_study "jobs_$jobs" "$jobs" "$JOB_SECONDS" 100
     rc=$?
     echo $((SECONDS - start)) >"$WORK/jobs_$jobs.seconds"
     [ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null
@@ -423,22 +428,15 @@ done
 
 # --- 5b. products by kernel in criteria's own trials (opt-in, CHECK_STEPS="kernels") ---
 # The same short study (--jobs KERNELS_JOBS, KERNELS_SECONDS) with the
-# table of cubek kernels, then with cuBLAS, each from its own copy of the
-# kernel cache, same seed: trial for trial, what cuBLAS does to criteria's
-# small trials on one machine (the fourth H200 check saw them 10-40 %
-# slower with cuBLAS, across two machines; KERNELS_JOBS=1 takes the other
-# processes out of it).
+# table of cubek kernels, then with cuBLAS, same seed: trial for trial, what
+# cuBLAS does to criteria's small trials on one machine (the fourth H200
+# check saw them 10-40 % slower with cuBLAS, across two machines;
+# KERNELS_JOBS=1 takes the other processes out of it).
 if want kernels && [ $TINY_OK = 1 ] && [ $DRY = 0 ]; then
     KERNELS_SECONDS=${KERNELS_SECONDS:-60}
     for m in table cublas; do
-        rm -rf "$WORK/kernels_k"
-        [ -d "$WORK/kernels" ] && cp -a "$WORK/kernels" "$WORK/kernels_k"
         say "5b. kernels: criteria --jobs ${KERNELS_JOBS:-2} with HPO_CUDA_MATMUL=$m for ${KERNELS_SECONDS}s"
-        HPO_CUDA_MATMUL=$m HPO_KERNEL_CACHE=$WORK/kernels_k RUST_LOG=$QUIET_LOG \
-            timeout "$(tmo $((KERNELS_SECONDS + 60)))" "$BIN/criteria" --from-scratch \
-            --device "$DEVICE" --data "$TWEETS" --storage "sqlite:///$WORK/kernels_$m.db" \
-            --study "kernels-$m" --trials 200 --timeout "$KERNELS_SECONDS" --jobs "${KERNELS_JOBS:-2}" \
-            --memory-budget "${BUDGET_GIB}GiB" --trial-timeout 90 >"$LOGS/kernels_$m.log" 2>&1
+        HPO_CUDA_MATMUL=$m timed_study "kernels_$m" "${KERNELS_JOBS:-2}" "$KERNELS_SECONDS" 60
         status "kernels_$m" $?
     done
 fi
@@ -451,7 +449,7 @@ fi
 if want jobs && [ $TINY_OK = 1 ]; then
     # What the runs compiled joins the cache the later steps (and
     # KEEP_KERNELS) see, now that no run is left to start from the old one.
-    [ -d "$WORK/kernels_jobs" ] && mkdir -p "$WORK/kernels" && cp -a "$WORK/kernels_jobs/." "$WORK/kernels/"
+    [ -d "$WORK/kernels_jobs_2" ] && mkdir -p "$WORK/kernels" && cp -a "$WORK/kernels_jobs_2/." "$WORK/kernels/"
     # The step's status is the number of warnings: 0 passes.
     status heartbeats "$(cat "$LOGS"/jobs_*.log 2>/dev/null | grep -c "heartbeat stopped")"
 fi

@@ -22,38 +22,27 @@ tests/it/executor.rs) replays them through the Scheduler.
 import json
 import os
 import re
-import sqlite3
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import summary  # noqa: E402
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 LAUNCH = re.compile(r"worker started .*?trial=(\d+)")
 END = re.compile(r"^trial +(\d+) (complete|pruned|failed)")
 
 
-def trials(db):
-    """number -> {family, micro, accumulation, estimate, predicted, measured}"""
-    con = sqlite3.connect(db)
-    out = {}
-    rows = con.execute("SELECT trial_id, number FROM trials").fetchall()
-    for trial_id, number in rows:
-        attrs = {k: json.loads(v) for k, v in con.execute(
-            "SELECT key, value_json FROM trial_system_attributes WHERE trial_id = ?", (trial_id,))}
-        params = {k: (v, d) for k, v, d in con.execute(
-            "SELECT param_name, param_value, distribution_json FROM trial_params WHERE trial_id = ?", (trial_id,))}
-        family = None
-        if "backbone" in params:
-            value, dist = params["backbone"]
-            family = json.loads(dist)["attributes"]["choices"][int(value)]
-        out[number] = {
-            "family": family,
-            "micro": attrs.get("hpo:micro_batch"),
-            "accumulation": attrs.get("hpo:accumulation"),
-            "estimate": attrs.get("hpo:estimate_bytes"),
-            "predicted": attrs.get("hpo:predicted_bytes"),
-            "measured": attrs.get("hpo:peak_bytes"),
-        }
-    con.close()
-    return out
+def by_number(db):
+    """number -> {family, micro, accumulation, estimate, predicted, measured},
+    from the study's trials as summary.py reads them."""
+    return {t["number"]: {
+        "family": t["params"].get("backbone"),
+        "micro": t["system"].get("hpo:micro_batch"),
+        "accumulation": t["system"].get("hpo:accumulation"),
+        "estimate": t["system"].get("hpo:estimate_bytes"),
+        "predicted": t["system"].get("hpo:predicted_bytes"),
+        "measured": t["system"].get("hpo:peak_bytes"),
+    } for t in summary.trials(db)}
 
 
 def events(log, by_number):
@@ -89,16 +78,12 @@ def main():
     fixture = sys.argv[4] if len(sys.argv) > 4 else os.path.join(root, "hpo-core/tests/data/gpu_launches.json")
     with open(fixture) as f:
         data = json.load(f)
-    card = "unknown"
-    env = os.path.join(logs, "env.txt")
-    if os.path.exists(env):
-        m = re.search(r"\|\s+\d+\s+(NVIDIA [^|]*?)\s{2,}", open(env).read())
-        card = m.group(1).strip() if m else card
+    card = summary.card(logs)
     for jobs in ("auto", "2"):
         log, db = os.path.join(logs, f"jobs_{jobs}.log"), os.path.join(logs, f"jobs_{jobs}.db")
         if not (os.path.exists(log) and os.path.exists(db)):
             continue
-        evs = events(log, trials(db))
+        evs = events(log, by_number(db))
         first = next(e for e in evs if "launch" in e)
         # The first launch has nothing learned yet: its prediction is the
         # estimate plus the per-worker context the executor charged.

@@ -145,7 +145,7 @@ pub const CUDA_CONTEXT_BYTES_CUBLAS: u64 = 640_000_000;
 /// [`CUDA_CONTEXT_BYTES_CUBLAS`] where `HPO_CUDA_MATMUL=cublas` (workers
 /// inherit the coordinator's environment), else [`CUDA_CONTEXT_BYTES`].
 pub fn cuda_context_bytes() -> u64 {
-    if std::env::var("HPO_CUDA_MATMUL").as_deref() == Ok("cublas") {
+    if crate::model::matmul::requested_kernel() == crate::model::matmul::Kernel::Cublas {
         CUDA_CONTEXT_BYTES_CUBLAS
     } else {
         CUDA_CONTEXT_BYTES

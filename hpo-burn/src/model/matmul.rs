@@ -55,6 +55,29 @@ pub fn matmul<B: Backend, const D: usize>(lhs: Tensor<B, D>, rhs: Tensor<B, D>) 
     lhs.matmul(rhs)
 }
 
+/// The kernels a CUDA product can run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kernel {
+    /// NVIDIA's cuBLAS (`model::cublas`; `HPO_CUDA_MATMUL=cublas`), the
+    /// table where it cannot take a product.
+    Cublas,
+    /// The table of cubek's kernels by shape.
+    Table,
+    /// burn's own product.
+    Burn,
+}
+
+/// The kernel `HPO_CUDA_MATMUL` asks for: `burn`, `cublas`, or (anything
+/// else, or unset) the table. What runs can differ: cuBLAS that does not
+/// load gives the table (`product_kernel`).
+pub(crate) fn requested_kernel() -> Kernel {
+    match std::env::var("HPO_CUDA_MATMUL").as_deref() {
+        Ok("burn") => Kernel::Burn,
+        Ok("cublas") => Kernel::Cublas,
+        _ => Kernel::Table,
+    }
+}
+
 /// Which kernel runs CUDA products in this process: `"cublas"`,
 /// `"table"` or `"burn"` (`HPO_CUDA_MATMUL`, read once; unset, the table;
 /// `cublas` where the library does not load, the table), `"burn"` without
@@ -62,9 +85,9 @@ pub fn matmul<B: Backend, const D: usize>(lhs: Tensor<B, D>, rhs: Tensor<B, D>) 
 #[cfg(feature = "cuda")]
 pub fn product_kernel() -> &'static str {
     match cuda::kernel() {
-        cuda::Kernel::Cublas => "cublas",
-        cuda::Kernel::Table => "table",
-        cuda::Kernel::Burn => "burn",
+        Kernel::Cublas => "cublas",
+        Kernel::Table => "table",
+        Kernel::Burn => "burn",
     }
 }
 
@@ -111,7 +134,7 @@ impl Shape {
 
 #[cfg(feature = "cuda")]
 mod cuda {
-    use super::Shape;
+    use super::{Kernel, Shape};
     use crate::host::{cast, recast};
     use crate::model::cublas;
     use burn::backend::autodiff::checkpoint::base::Checkpointer;
@@ -137,33 +160,19 @@ mod cuda {
     type Inner<F> = CubeBackend<CudaRuntime, F, i32, u8>;
     type Args<B, const D: usize> = (Tensor<B, D>, Tensor<B, D>);
 
-    /// The kernels a CUDA product can run on.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub(super) enum Kernel {
-        /// NVIDIA's cuBLAS (`model::cublas`; `HPO_CUDA_MATMUL=cublas`),
-        /// the table where it cannot take a product.
-        Cublas,
-        /// The table of cubek's kernels by shape.
-        Table,
-        /// burn's own product.
-        Burn,
-    }
-
-    /// `HPO_CUDA_MATMUL`'s choice, read once per process: `burn`, `cublas`
-    /// (where the library loads, else the table, with a warning), or
-    /// (anything else, or unset) the table.
+    /// [`super::requested_kernel`], read once per process, with cuBLAS
+    /// where the library loads, else the table (with a warning).
     pub(super) fn kernel() -> Kernel {
         static KERNEL: OnceLock<Kernel> = OnceLock::new();
-        *KERNEL.get_or_init(|| match std::env::var("HPO_CUDA_MATMUL").as_deref() {
-            Ok("burn") => Kernel::Burn,
-            Ok("cublas") => match cublas::gemm_ready() {
+        *KERNEL.get_or_init(|| match super::requested_kernel() {
+            Kernel::Cublas => match cublas::gemm_ready() {
                 Ok(()) => Kernel::Cublas,
                 Err(why) => {
                     tracing::warn!("HPO_CUDA_MATMUL=cublas, but {why}: products run on the table");
                     Kernel::Table
                 }
             },
-            _ => Kernel::Table,
+            other => other,
         })
     }
 
