@@ -37,6 +37,31 @@ def spread(values):
     return {"mean": mean, "sd": sd, "min": min(values), "max": max(values), "values": values}
 
 
+def paired(ours, theirs):
+    """The sittings paired by seed: each difference (ours - theirs), their
+    mean and sample standard deviation, how many sittings each side led, and
+    the exact two-sided sign-flip p-value of the mean difference (every one
+    of the 2^n sign patterns of the differences, equally likely when the two
+    sides are alike: the paired permutation test, exact for any n)."""
+    diffs = [a - b for a, b in zip(ours, theirs)]
+    n = len(diffs)
+    mean = statistics.fmean(diffs)
+    observed = abs(sum(diffs))
+    as_extreme = 0
+    for signs in range(1 << n):
+        total = sum(d if signs >> i & 1 else -d for i, d in enumerate(diffs))
+        # A small tolerance so that the observed pattern always counts itself.
+        as_extreme += abs(total) >= observed - 1e-12
+    return {
+        "differences": diffs,
+        "mean": mean,
+        "sd": statistics.stdev(diffs) if n > 1 else 0.0,
+        "ahead": sum(d > 0 for d in diffs),
+        "behind": sum(d < 0 for d in diffs),
+        "sign_flip_p": as_extreme / (1 << n),
+    }
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dirs", nargs="+", help="one sitting's --out-dir each")
@@ -67,7 +92,10 @@ def main():
     targets = {}
     for m in ("best_validation_macro_f1", "held_out_macro_f1"):
         ours, theirs = per_side["workers"][m]["mean"], per_side["optuna"][m]["mean"]
-        targets[m] = {"criteria": ours, "optuna": theirs, "met": ours >= theirs, "gap": ours - theirs}
+        targets[m] = {
+            "criteria": ours, "optuna": theirs, "met": ours >= theirs, "gap": ours - theirs,
+            "paired": paired(per_side["workers"][m]["values"], per_side["optuna"][m]["values"]),
+        }
     result = {
         "budget_s": budgets.pop(),
         "seeds": [s.get("seed", 42) for s in sittings],
@@ -106,6 +134,16 @@ def main():
         lines.append(
             f"| {m.replace('_', ' ')} at least Optuna's | {t['criteria']:.4f} | {t['optuna']:.4f} | "
             f"{t['gap']:+.4f} | {'met' if t['met'] else 'missed'} |"
+        )
+    lines += ["", "Paired by seed (criteria minus Optuna; the sign-flip test is exact, two-sided):", "",
+              "| metric | differences by seed | mean ± sd | criteria ahead / behind | sign-flip p |",
+              "| --- | --- | --- | --- | --- |"]
+    for m, t in targets.items():
+        p = t["paired"]
+        diffs = " / ".join(f"{d:+.4f}" for d in p["differences"])
+        lines.append(
+            f"| {m.replace('_', ' ')} | {diffs} | {p['mean']:+.4f} ± {p['sd']:.4f} | "
+            f"{p['ahead']} / {p['behind']} | {p['sign_flip_p']:.3f} |"
         )
     lines += ["", "Load average before and after each sitting: "
               + "; ".join(f"{b} / {e}" for b, e in result["load"]) + "."]
