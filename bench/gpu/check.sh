@@ -24,8 +24,8 @@
 #      BERT-base 32x512 with cubecl's kernel profiler on, every kernel's
 #      device time logged (summed by kernel in the summary); the benchmark
 #      built with burn's autotuning (autotune: BERT-base f32) and with
-#      fusion too (fused, when the kit has it) run last (3b: slowest to
-#      compile and benchmark);
+#      fusion too (fused, when the kit has it; FUSED_AUTOTUNE sets cubecl's
+#      autotune level) run last (3b: slowest to compile and benchmark);
 #   4. oom: a ballast process holds all but BALLAST_KEEP_GIB of the card,
 #      and a trial enqueued at micro-batch 64 at the long texts' 99th
 #      percentile length (BERT-base) must end
@@ -460,8 +460,16 @@ if want autotune && [ -x "$BIN/gpu_training_autotune" ]; then
     # burn's autotuner chooses the products here, not hpo-burn's table.
     HPO_CUDA_MATMUL=burn bench autotune gpu_training_autotune 180 "${AUTOTUNE_SHAPES:-${SHAPES%%,*}}" "${AUTOTUNE_PRECISIONS:-f32}"
 fi
+# FUSED_AUTOTUNE=minimal (cubecl 0.10 reads CUBECL_AUTOTUNE_LEVEL) rounds
+# each autotune key's sizes up to powers of a 1.25x larger base (2.5
+# where cubecl uses 2; cubecl-runtime's
+# tune::anchor), so fewer distinct shapes are benchmarked; `full` rounds
+# none. Whether the fused build then finishes its first step, where it did
+# not within 150 s with cubecl's default (balanced) on the H200, is not
+# measured yet.
 if want fused && [ -x "$BIN/gpu_training_fused" ]; then
-    bench fused gpu_training_fused
+    say "3b. fused: cubecl autotune level ${FUSED_AUTOTUNE:-balanced}"
+    CUBECL_AUTOTUNE_LEVEL=${FUSED_AUTOTUNE:-balanced} bench fused gpu_training_fused
 fi
 
 # --- 6. summary -------------------------------------------------------------------
