@@ -45,7 +45,7 @@ def paired(ours, theirs):
     sides are alike: the paired permutation test, exact for any n)."""
     diffs = [a - b for a, b in zip(ours, theirs)]
     n = len(diffs)
-    mean = statistics.fmean(diffs)
+    stats = spread(diffs)
     observed = abs(sum(diffs))
     as_extreme = 0
     for signs in range(1 << n):
@@ -54,8 +54,8 @@ def paired(ours, theirs):
         as_extreme += abs(total) >= observed - 1e-12
     return {
         "differences": diffs,
-        "mean": mean,
-        "sd": statistics.stdev(diffs) if n > 1 else 0.0,
+        "mean": stats["mean"],
+        "sd": stats["sd"],
         "ahead": sum(d > 0 for d in diffs),
         "behind": sum(d < 0 for d in diffs),
         "sign_flip_p": as_extreme / (1 << n),

@@ -461,15 +461,15 @@ if want autotune && [ -x "$BIN/gpu_training_autotune" ]; then
     HPO_CUDA_MATMUL=burn bench autotune gpu_training_autotune 180 "${AUTOTUNE_SHAPES:-${SHAPES%%,*}}" "${AUTOTUNE_PRECISIONS:-f32}"
 fi
 # FUSED_AUTOTUNE=minimal (cubecl 0.10 reads CUBECL_AUTOTUNE_LEVEL) rounds
-# each autotune key's sizes up to powers of a 1.25x larger base (2.5
-# where cubecl uses 2; cubecl-runtime's
-# tune::anchor), so fewer distinct shapes are benchmarked; `full` rounds
-# none. Whether the fused build then finishes its first step, where it did
-# not within 150 s with cubecl's default (balanced) on the H200, is not
-# measured yet.
+# each autotune key's sizes up to powers of a 1.25x larger base (2.5 where
+# cubecl uses 2; cubecl-runtime's tune::anchor), so fewer distinct shapes
+# are benchmarked; `full` rounds none. Whether the fused build then
+# finishes its first step, where it did not within 150 s with cubecl's
+# default (balanced) on the H200, is not measured yet.
 if want fused && [ -x "$BIN/gpu_training_fused" ]; then
-    say "3b. fused: cubecl autotune level ${FUSED_AUTOTUNE:-balanced}"
-    CUBECL_AUTOTUNE_LEVEL=${FUSED_AUTOTUNE:-balanced} bench fused gpu_training_fused
+    level=${FUSED_AUTOTUNE:-balanced}
+    say "3b. fused: cubecl autotune level $level"
+    CUBECL_AUTOTUNE_LEVEL=$level bench fused gpu_training_fused
 fi
 
 # --- 6. summary -------------------------------------------------------------------
